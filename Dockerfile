@@ -1,0 +1,18 @@
+# One image for every process: worker, scheduler, monitor and the ops scripts.
+FROM python:3.12-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY topology topology
+COPY worker worker
+COPY scheduler scheduler
+RUN pip install --no-cache-dir --prefix=/install .
+
+FROM python:3.12-slim
+RUN useradd --create-home --uid 10001 warren
+COPY --from=build /install /usr/local
+WORKDIR /app
+COPY scripts scripts
+COPY examples examples
+USER warren
+ENV PYTHONUNBUFFERED=1
+CMD ["python", "-m", "worker"]

@@ -1,0 +1,1 @@
+"""Example handlers and schedules."""

@@ -1,0 +1,1 @@
+"""Scheduler: publishes each due fire of each schedule to RabbitMQ."""

@@ -1,0 +1,58 @@
+# Shared by demo.sh and test.sh: a virtualenv with the project, and a reachable broker.
+# shellcheck shell=bash
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+export CRON_AMQP_URL="${CRON_AMQP_URL:-amqp://guest:guest@localhost:5672/}"
+
+pick_python() {
+    for candidate in python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "need Python 3.11 or newer on PATH" >&2
+    return 1
+}
+
+ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$(pick_python)" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT$1"
+}
+
+broker_up() {
+    "$VENV/bin/python" - "$CRON_AMQP_URL" <<'PY'
+import socket, sys
+from urllib.parse import urlsplit
+url = urlsplit(sys.argv[1])
+try:
+    socket.create_connection((url.hostname or "localhost", url.port or 5672), 2).close()
+except OSError:
+    sys.exit(1)
+PY
+}
+
+ensure_broker() {
+    if broker_up; then
+        return 0
+    fi
+    if command -v rabbitmq-server >/dev/null; then
+        echo "RabbitMQ is not answering at the broker URL; starting the local rabbitmq-server"
+        rabbitmq-server -detached >/dev/null 2>&1 || true
+        for _ in $(seq 1 60); do
+            if broker_up; then
+                sleep 2  # the port opens before the node accepts logins
+                return 0
+            fi
+            sleep 1
+        done
+    fi
+    echo "no RabbitMQ reachable at CRON_AMQP_URL." >&2
+    echo "start one with:  docker compose up -d rabbitmq   (or install rabbitmq-server)" >&2
+    return 1
+}

@@ -1,0 +1,175 @@
+"""Fixtures: a real broker, a namespace of its own per test, and workers that clean up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractChannel, AbstractConnection
+
+from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
+from topology.declare import QueueType, Topology, declare_topology
+from topology.names import Names
+from topology.plan import RetryPlan
+from worker.consumer import Worker
+from worker.registry import Registry
+from worker.settings import WorkerSettings
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> Iterator[str]:
+    """URL of a real broker: CRON_TEST_AMQP_URL, else localhost:5672, else a container."""
+    explicit = os.environ.get("CRON_TEST_AMQP_URL")
+    if explicit:
+        yield explicit
+        return
+    if reachable(LOCAL_URL):
+        yield LOCAL_URL
+        return
+    with container_url() as url:
+        if url is None:
+            message = (
+                "no RabbitMQ: set CRON_TEST_AMQP_URL, start one on localhost:5672 "
+                "(rabbitmq-server -detached), or install Docker for testcontainers"
+            )
+            if os.environ.get("CI"):
+                pytest.fail(message, pytrace=False)
+            pytest.skip(message)
+        yield url
+
+
+#: Every namespace of this run starts with this, so one sweep at the end finds leftovers.
+SESSION_PREFIX = f"t{uuid.uuid4().hex[:6]}_"
+
+
+def _namespace(node: pytest.Item) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", node.name.lower())[:40]
+    return f"{SESSION_PREFIX}{slug}_{uuid.uuid4().hex[:4]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sweep_leftovers(amqp_url: str) -> Iterator[None]:
+    """After the run, delete anything of this run's namespaces that a test left behind."""
+    yield
+    queues = local_names(SESSION_PREFIX, "queues") or []
+    exchanges = local_names(SESSION_PREFIX, "exchanges") or []
+    if queues or exchanges:
+        asyncio.run(delete_all(amqp_url, queues, exchanges))
+
+
+class TestBroker:
+    """A test's namespace on the real broker, and helpers to look inside it."""
+
+    __test__ = False
+
+    def __init__(self, url: str, namespace: str, connection: AbstractConnection) -> None:
+        self.url = url
+        self.names = Names(namespace)
+        self.connection = connection
+        self.queue_type: QueueType = "classic"
+        self.plan_keys: set[str] = set()
+
+    def settings(self, **overrides: Any) -> WorkerSettings:
+        """Worker settings for this namespace, with small timeouts for tests."""
+        values: dict[str, Any] = {
+            "namespace": self.names.namespace,
+            "amqp_url": self.url,
+            "queue_type": self.queue_type,
+            "shutdown_grace_seconds": 5,
+            "log_format": "console",
+        }
+        values.update(overrides)
+        return WorkerSettings(**values)
+
+    async def channel(self) -> AbstractChannel:
+        """A fresh channel with publisher confirms."""
+        return await self.connection.channel()
+
+    async def declare(self) -> Topology:
+        """Declare the namespace's topology."""
+        return await declare_topology(await self.channel(), self.names, self.queue_type, 10)
+
+    async def depth(self, queue: str) -> int:
+        """Number of ready messages in ``queue``."""
+        channel = await self.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        await channel.close()
+        return declared.declaration_result.message_count or 0
+
+    async def get_all(self, queue: str, *, ack: bool = False) -> list[Any]:
+        """Every message now in ``queue``, requeued afterwards unless ``ack``."""
+        channel = await self.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        messages = []
+        while (message := await declared.get(fail=False, no_ack=ack)) is not None:
+            messages.append(message)
+        await channel.close()
+        return messages
+
+    async def wait_depth(self, queue: str, count: int, timeout: float = 10) -> None:
+        """Wait until ``queue`` holds at least ``count`` ready messages."""
+        async with asyncio.timeout(timeout):
+            while await self.depth(queue) < count:
+                await asyncio.sleep(0.05)
+
+    async def wait_until(self, condition: Any, timeout: float = 10) -> None:
+        """Wait until ``condition()`` is true."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await asyncio.sleep(0.02)
+
+    async def cleanup(self) -> None:
+        """Delete the namespace's queues and exchanges (the session sweep finds any other)."""
+        names = self.names
+        queues = [names.main_queue, names.failed_queue, names.monitor_queue]
+        queues += [names.leader_queue, names.watermark_queue]
+        queues += [names.retry_queue(key) for key in self.plan_keys]
+        exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
+        await delete_all(self.url, queues, exchanges)
+
+
+@pytest.fixture
+async def broker(amqp_url: str, request: pytest.FixtureRequest) -> AsyncIterator[TestBroker]:
+    """A namespace of the test's own on the real broker, deleted afterwards."""
+    connection = await aio_pika.connect(
+        amqp_url, client_properties={"connection_name": f"test:{request.node.name}"}
+    )
+    test_broker = TestBroker(amqp_url, _namespace(request.node), connection)
+    try:
+        yield test_broker
+    finally:
+        await connection.close()
+        await test_broker.cleanup()
+
+
+@pytest.fixture
+async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
+    """Start in-process workers on the test's namespace; all are stopped afterwards."""
+    started: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    async def start(registry: Registry | None = None, **overrides: Any) -> Worker:
+        worker = Worker(broker.settings(**overrides), registry)
+        task = asyncio.create_task(worker.run())
+        started.append((worker, task))
+        ready = asyncio.create_task(worker.ready.wait())
+        await asyncio.wait({ready, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ready.cancel()
+            task.result()
+        return worker
+
+    yield start
+    for worker, task in started:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def plan(*delays_ms: int) -> RetryPlan:
+    """Shorthand for a retry plan."""
+    return RetryPlan(tuple(delays_ms))

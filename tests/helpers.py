@@ -1,0 +1,74 @@
+"""Publishing and recording helpers shared by the broker tests."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+
+from tests.conftest import TestBroker
+from topology.envelope import Envelope, one_off_run_id, utcnow
+from topology.plan import RetryPlan
+from topology.publish import TaskPublisher
+from worker.context import TaskContext
+
+
+def envelope(task: str, payload: Any = None, **fields: Any) -> Envelope:
+    """A one-off envelope for ``task``."""
+    return Envelope(
+        task=task, payload=payload, run_id=one_off_run_id(task), scheduled_for=utcnow(), **fields
+    )
+
+
+async def publish(broker: TestBroker, env: Envelope, plan: RetryPlan) -> None:
+    """Publish as the scheduler does: topology and plan declared, confirmed, mandatory."""
+    broker.plan_keys.update(step.key for step in plan.suffixes())
+    channel = await broker.channel()
+    topology = await broker.declare()
+    await TaskPublisher(channel, topology.tasks, broker.names, "classic").publish(env, plan)
+    await channel.close()
+
+
+async def publish_raw(broker: TestBroker, body: bytes, key: str, **props: Any) -> None:
+    """Publish any body to the tasks exchange, as a foreign or broken client might."""
+    channel = await broker.channel()
+    exchange = await channel.get_exchange(broker.names.tasks_exchange)
+    await exchange.publish(aio_pika.Message(body, **props), key, mandatory=True)
+    await channel.close()
+
+
+@dataclass
+class Recorder:
+    """Handler that records every call; fails while ``failures`` says so."""
+
+    failures: int = 0
+    error: type[Exception] = RuntimeError
+    sleep: float = 0.0
+    calls: list[tuple[float, TaskContext]] = field(default_factory=list)
+    finished: int = 0
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def __call__(self, payload: Any, ctx: TaskContext) -> None:
+        """Record the attempt, then sleep and fail as configured."""
+        self.calls.append((time.monotonic(), ctx))
+        self.started.set()
+        if self.sleep:
+            await asyncio.sleep(self.sleep)
+        self.finished += 1
+        if len(self.calls) <= self.failures:
+            raise self.error(f"failure {len(self.calls)}")
+
+    async def wait_calls(self, count: int, timeout: float = 10) -> None:
+        """Wait until the handler ran ``count`` times."""
+        async with asyncio.timeout(timeout):
+            while len(self.calls) < count:
+                await asyncio.sleep(0.02)
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive attempts."""
+        times = [t for t, _ in self.calls]
+        return [b - a for a, b in itertools.pairwise(times)]

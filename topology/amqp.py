@@ -1,0 +1,44 @@
+"""Connections: robust, named, with heartbeats; passwords never reach a log line."""
+
+from __future__ import annotations
+
+import aio_pika
+from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
+from aiormq.exceptions import AMQPConnectionError
+
+from topology.settings import CronSettings
+
+#: Errors that mean "the broker is not reachable right now": retry, don't crash.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    AMQPConnectionError,
+    ConnectionError,
+    OSError,
+    TimeoutError,
+)
+
+
+class BrokerUnavailable(RuntimeError):
+    """The broker could not be reached at start."""
+
+
+async def connect(settings: CronSettings, name: str) -> AbstractRobustConnection:
+    """Open a robust connection named ``name`` (as shown by ``rabbitmqctl list_connections``)."""
+    try:
+        return await aio_pika.connect_robust(
+            settings.url,
+            client_properties={"connection_name": name},
+            heartbeat=settings.heartbeat_seconds,
+            reconnect_interval=1,
+            timeout=10,
+        )
+    except CONNECTION_ERRORS as error:
+        raise BrokerUnavailable(
+            f"cannot reach RabbitMQ at {settings.safe_url} ({type(error).__name__}: {error}); "
+            "start a broker (docker compose up -d rabbitmq) or set CRON_AMQP_URL"
+        ) from None
+
+
+async def publish_channel(connection: AbstractRobustConnection) -> AbstractRobustChannel:
+    """A channel with publisher confirms where a returned (unroutable) message raises."""
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    return channel

@@ -1,0 +1,134 @@
+"""Declare the topology: one idempotent function used by every process.
+
+Queue arguments are built in ``queue_arguments`` only. A retry queue's arguments depend on
+its plan key alone, so declaring again, from any process or after a retry setting changed,
+never conflicts: a new plan simply makes new queues and old messages finish on old ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
+from aiormq.exceptions import ChannelPreconditionFailed
+
+from topology.names import FAILED_KEY, FINAL_KEY, Names
+from topology.plan import RetryPlan
+
+QueueType = Literal["classic", "quorum"]
+
+
+class TopologyError(RuntimeError):
+    """The broker holds an object whose arguments differ from what this config needs."""
+
+
+def queue_arguments(
+    queue_type: QueueType,
+    *,
+    ttl_ms: int | None = None,
+    dead_letter_exchange: str | None = None,
+    dead_letter_key: str | None = None,
+    delivery_limit: int | None = None,
+) -> dict[str, Any]:
+    """Arguments of one durable queue; the only place queue arguments are built."""
+    args: dict[str, Any] = {"x-queue-type": queue_type}
+    if ttl_ms is not None:
+        args["x-message-ttl"] = ttl_ms
+    if dead_letter_exchange is not None:
+        args["x-dead-letter-exchange"] = dead_letter_exchange
+    if dead_letter_key is not None:
+        args["x-dead-letter-routing-key"] = dead_letter_key
+    if queue_type == "quorum" and dead_letter_exchange is not None:
+        # at-least-once dead-lettering keeps a message until the target queue confirms it;
+        # RabbitMQ requires reject-publish overflow for that strategy.
+        args["x-dead-letter-strategy"] = "at-least-once"
+        args["x-overflow"] = "reject-publish"
+    if queue_type == "quorum" and delivery_limit is not None:
+        args["x-delivery-limit"] = delivery_limit
+    return args
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The exchanges and queues every process works with."""
+
+    tasks: AbstractExchange
+    dlx: AbstractExchange
+    main: AbstractQueue
+    failed: AbstractQueue
+    monitor: AbstractQueue
+
+
+async def _queue(channel: AbstractChannel, name: str, args: dict[str, Any]) -> AbstractQueue:
+    try:
+        return await channel.declare_queue(name, durable=True, arguments=args)
+    except ChannelPreconditionFailed as error:
+        raise TopologyError(
+            f"queue {name!r} exists with other arguments than {args} ({error}); "
+            "it was probably made with another CRON_QUEUE_TYPE: keep the old setting, "
+            "or drain and delete the queue before changing it"
+        ) from None
+
+
+async def _exchanges(channel: AbstractChannel, names: Names) -> tuple[AbstractExchange, ...]:
+    unrouted = await channel.declare_exchange(
+        names.unrouted_exchange, aio_pika.ExchangeType.FANOUT, durable=True
+    )
+    tasks = await channel.declare_exchange(
+        names.tasks_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+    )
+    dlx = await channel.declare_exchange(
+        names.dlx,
+        aio_pika.ExchangeType.DIRECT,
+        durable=True,
+        arguments={"alternate-exchange": names.unrouted_exchange},
+    )
+    return unrouted, tasks, dlx
+
+
+async def declare_topology(
+    channel: AbstractChannel, names: Names, queue_type: QueueType, delivery_limit: int
+) -> Topology:
+    """Declare exchanges, the main, failed and monitor queues and their bindings."""
+    unrouted, tasks, dlx = await _exchanges(channel, names)
+    main_args = queue_arguments(
+        queue_type, dead_letter_exchange=names.dlx, delivery_limit=delivery_limit
+    )
+    main = await _queue(channel, names.main_queue, main_args)
+    await main.bind(tasks, "#")
+    failed = await _queue(channel, names.failed_queue, queue_arguments(queue_type))
+    monitor = await _queue(channel, names.monitor_queue, queue_arguments(queue_type))
+    for queue in (failed, monitor):
+        for key in (FINAL_KEY, FAILED_KEY):
+            await queue.bind(dlx, key)
+        await queue.bind(unrouted, "")
+    return Topology(tasks=tasks, dlx=dlx, main=main, failed=failed, monitor=monitor)
+
+
+class PlanDeclarer:
+    """Declares the retry queues of each plan once per process, before it is published."""
+
+    def __init__(self, channel: AbstractChannel, names: Names, queue_type: QueueType) -> None:
+        self._channel = channel
+        self._names = names
+        self._queue_type = queue_type
+        self._declared: set[str] = set()
+
+    async def declare(self, plan: RetryPlan) -> None:
+        """Make sure a retry queue exists for ``plan`` and every plan it passes through."""
+        for step in plan.suffixes():
+            if step.key not in self._declared:
+                await self._declare_step(step)
+                self._declared.add(step.key)
+
+    async def _declare_step(self, step: RetryPlan) -> None:
+        args = queue_arguments(
+            self._queue_type,
+            ttl_ms=step.delays_ms[0],
+            dead_letter_exchange=self._names.tasks_exchange,
+            dead_letter_key=step.rest().key,
+        )
+        queue = await _queue(self._channel, self._names.retry_queue(step.key), args)
+        await queue.bind(self._names.dlx, step.key)

@@ -1,0 +1,88 @@
+"""The task message: one frozen envelope, JSON on the wire, and the headers we own.
+
+Our headers are named ``cron-…``; ``x-…`` headers belong to the broker (RabbitMQ 4.x drops
+or ignores ``x-`` headers that clients set).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+import orjson
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+H_RUN_ID = "cron-run-id"
+H_SCHEDULE = "cron-schedule"
+H_ATTEMPTS = "cron-attempts"
+H_REASON = "cron-reason"
+H_ERROR = "cron-error"
+H_FAILED_AT = "cron-failed-at"
+H_X_DEATH = "cron-x-death"
+H_ROUTING_KEY = "cron-routing-key"
+H_REPLAYS = "cron-replays"
+H_HISTORY = "cron-history"
+CONTENT_TYPE = "application/json"
+
+
+class MessageDecodeError(ValueError):
+    """A message body that is not a valid task envelope."""
+
+
+class Envelope(BaseModel):
+    """What to run, with what input, for which fire of which schedule."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task: str = Field(min_length=1, max_length=200)
+    payload: JsonValue = None
+    run_id: str = Field(min_length=1, max_length=500)
+    schedule: str | None = None
+    scheduled_for: AwareDatetime
+    timeout_seconds: float | None = Field(None, gt=0)
+    deadline: AwareDatetime | None = None
+
+    def encode(self) -> bytes:
+        """Serialise to the JSON body published on the wire."""
+        return orjson.dumps(self.model_dump(mode="json"))
+
+    @classmethod
+    def decode(cls, body: bytes) -> Envelope:
+        """Parse and validate a body, or raise ``MessageDecodeError`` saying what is wrong."""
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as error:
+            raise MessageDecodeError(f"body is not valid UTF-8 JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise MessageDecodeError(f"body must be a JSON object, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise MessageDecodeError(_describe(error)) from None
+
+    def headers(self) -> dict[str, Any]:
+        """Headers sent with every attempt so handlers and tools need not parse the body."""
+        headers: dict[str, Any] = {H_RUN_ID: self.run_id}
+        if self.schedule is not None:
+            headers[H_SCHEDULE] = self.schedule
+        return headers
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in item["loc"]) or "body"
+        problems.append(f"{where}: {item['msg']}")
+    return "invalid task envelope: " + "; ".join(problems)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+def one_off_run_id(task: str, now: datetime | None = None) -> str:
+    """Run id of a task enqueued by hand: unique, readable, sortable."""
+    stamp = (now or utcnow()).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"once:{task}@{stamp}-{uuid4().hex[:8]}"

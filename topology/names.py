@@ -1,0 +1,75 @@
+"""Queue and exchange names: pure functions of one namespace.
+
+With the default namespace ``cron`` the names are exactly those of the design:
+``cron_tasks``, ``cron_scheduler``, ``cron_dlx``, ``cron_scheduler_retry.<plan>``,
+``cron_scheduler_failed`` and ``cron_monitor``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Routing key of the last attempt: its NACK lands in the failed queue.
+FINAL_KEY = "final"
+#: Routing key of failure records the worker publishes itself.
+FAILED_KEY = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Every broker object name of one namespace."""
+
+    namespace: str = "cron"
+
+    @property
+    def tasks_exchange(self) -> str:
+        """Topic exchange that publishers send tasks to."""
+        return f"{self.namespace}_tasks"
+
+    @property
+    def main_queue(self) -> str:
+        """Queue the workers consume."""
+        return f"{self.namespace}_scheduler"
+
+    @property
+    def dlx(self) -> str:
+        """Direct exchange that rejected messages are dead-lettered to."""
+        return f"{self.namespace}_dlx"
+
+    @property
+    def unrouted_exchange(self) -> str:
+        """Alternate exchange of the DLX: catches keys with no retry queue."""
+        return f"{self.namespace}_dlx.unrouted"
+
+    @property
+    def failed_queue(self) -> str:
+        """Store of record for tasks whose plan is spent or that failed for good."""
+        return f"{self.namespace}_scheduler_failed"
+
+    @property
+    def monitor_queue(self) -> str:
+        """Copy of everything reaching the failed queue, for the monitor."""
+        return f"{self.namespace}_monitor"
+
+    @property
+    def retry_prefix(self) -> str:
+        """Common prefix of every retry queue name."""
+        return f"{self.namespace}_scheduler_retry."
+
+    def retry_queue(self, plan_key: str) -> str:
+        """Retry queue that holds messages whose remaining plan is ``plan_key``."""
+        return f"{self.retry_prefix}{plan_key}"
+
+    @property
+    def leader_queue(self) -> str:
+        """Exclusive queue held by the scheduler that is allowed to publish."""
+        return f"{self.namespace}_scheduler.leader"
+
+    @property
+    def watermark_queue(self) -> str:
+        """One-message queue holding the scheduler's published-up-to time."""
+        return f"{self.namespace}_scheduler.watermark"
+
+    def lock_queue(self, schedule: str) -> str:
+        """Exclusive queue held by a running attempt of ``schedule``."""
+        return f"{self.namespace}_lock.{schedule}"

@@ -1,0 +1,96 @@
+"""Retry plans: the list of delays still ahead of a message, spelled as its routing key.
+
+A plan of three retries of 30 s, 60 s and 120 s has the key ``30s-1m-2m``; after the first
+retry the message carries ``1m-2m``, and its last attempt carries ``final``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from topology.names import FINAL_KEY
+
+_UNITS_MS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000))
+_STEP = re.compile(r"^(\d+)(ms|s|m|h)$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
+#: RabbitMQ limits a queue's x-message-ttl to 2^32 - 1 ms.
+MAX_DELAY_MS = 2**32 - 1
+
+
+class PlanError(ValueError):
+    """A retry plan or routing key that cannot be used."""
+
+
+def format_delay(ms: int) -> str:
+    """Spell a delay in the largest unit that divides it: 30000 -> ``30s``."""
+    for unit, size in _UNITS_MS:
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def parse_delay(step: str) -> int:
+    """Read one plan step such as ``500ms`` or ``2m`` back into milliseconds."""
+    match = _STEP.match(step)
+    if match is None:
+        raise PlanError(f"retry step {step!r} is not a delay like 500ms, 30s, 1m or 2h")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """The delays, in milliseconds, between the attempts still ahead of a message."""
+
+    delays_ms: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for delay in self.delays_ms:
+            if not 0 <= delay <= MAX_DELAY_MS:
+                raise PlanError(f"retry delay {delay} ms is outside 0..{MAX_DELAY_MS}")
+
+    @classmethod
+    def exponential(
+        cls, retries: int, delay_ms: int, multiplier: float, max_delay_ms: int | None = None
+    ) -> RetryPlan:
+        """Plan where retry n waits ``delay_ms * multiplier**(n-1)``, capped at ``max_delay_ms``."""
+        cap = MAX_DELAY_MS if max_delay_ms is None else max_delay_ms
+        return cls(tuple(min(round(delay_ms * multiplier**n), cap) for n in range(retries)))
+
+    @classmethod
+    def from_key(cls, key: str) -> RetryPlan:
+        """Read a routing key (``30s-1m-2m`` or ``final``) back into a plan."""
+        if key == FINAL_KEY:
+            return cls()
+        return cls(tuple(parse_delay(step) for step in key.split("-")))
+
+    @property
+    def key(self) -> str:
+        """Routing key naming this plan; ``final`` when no retry is left."""
+        if not self.delays_ms:
+            return FINAL_KEY
+        return "-".join(format_delay(ms) for ms in self.delays_ms)
+
+    @property
+    def spent(self) -> bool:
+        """True when the next failure is the last one."""
+        return not self.delays_ms
+
+    def rest(self) -> RetryPlan:
+        """The plan after the first retry has been taken."""
+        return RetryPlan(self.delays_ms[1:])
+
+    def suffixes(self) -> Iterator[RetryPlan]:
+        """Every non-empty plan this one passes through, itself first."""
+        plan = self
+        while not plan.spent:
+            yield plan
+            plan = plan.rest()
+
+    def timeline_ms(self) -> list[int]:
+        """Start of every attempt relative to the first, in milliseconds."""
+        starts = [0]
+        for delay in self.delays_ms:
+            starts.append(starts[-1] + delay)
+        return starts

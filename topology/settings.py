@@ -1,0 +1,140 @@
+"""Settings shared by every process, read from ``CRON_*`` environment variables.
+
+Settings objects are built once at start (``load_settings``) and passed down; nothing reads
+the environment at import time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AmqpDsn, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from topology.plan import MAX_DELAY_MS, RetryPlan
+
+ENV_PREFIX = "CRON_"
+_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; the message names each variable and what to do."""
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with its password replaced by ``***`` so it can be logged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def split_list(value: object) -> object:
+    """Accept a comma-separated string where a list of names is expected."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class CronSettings(BaseSettings):
+    """Broker, topology, retry and logging settings common to every process."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    namespace: str = Field("cron", description="Prefix of every queue and exchange name.")
+    amqp_url: AmqpDsn = Field(
+        AmqpDsn("amqp://guest:guest@localhost:5672/"),
+        description="RabbitMQ URL (amqp:// or amqps://).",
+        repr=False,
+    )
+    queue_type: Literal["classic", "quorum"] = Field(
+        "classic", description="Type of every durable queue: classic or quorum."
+    )
+    delivery_limit: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Quorum queues: deliveries before a message is dropped to the DLX.",
+    )
+    max_retries: int = Field(3, ge=0, le=50, description="Retries after the first attempt.")
+    retry_delay_ms: int = Field(
+        30_000, ge=0, le=MAX_DELAY_MS, description="Delay before the first retry, in ms."
+    )
+    retry_delay_multiplier: float = Field(
+        2.0, ge=1.0, le=100.0, description="Factor applied to the delay of each further retry."
+    )
+    retry_max_delay_ms: int | None = Field(
+        None, ge=0, le=MAX_DELAY_MS, description="Cap on any single retry delay, in ms."
+    )
+    heartbeat_seconds: int = Field(
+        10, ge=1, le=600, description="AMQP heartbeat: how fast a dead connection is noticed."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Lowest level written to the log."
+    )
+    log_format: Literal["json", "console"] = Field(
+        "json", description="json: one JSON object a line; console: coloured for people."
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _check_namespace(cls, value: str) -> str:
+        if not _NAMESPACE.match(value):
+            raise ValueError("use letters, digits, '_', '.' or '-' (at most 100)")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @property
+    def url(self) -> str:
+        """Broker URL as a string, password included: never log it."""
+        return str(self.amqp_url)
+
+    @property
+    def safe_url(self) -> str:
+        """Broker URL with the password hidden, for logs and errors."""
+        return redact_url(self.url)
+
+    def default_plan(self) -> RetryPlan:
+        """Retry plan built from ``CRON_MAX_RETRIES`` and the delay settings."""
+        return RetryPlan.exponential(
+            self.max_retries,
+            self.retry_delay_ms,
+            self.retry_delay_multiplier,
+            self.retry_max_delay_ms,
+        )
+
+
+ModuleList = Annotated[list[str], NoDecode]
+
+
+def describe_errors(cls: type[BaseSettings], error: ValidationError) -> str:
+    """Turn a validation error into lines naming each ``CRON_*`` variable, never its value."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    lines = ["invalid configuration:"]
+    for item in error.errors(include_input=False, include_url=False):
+        if item["loc"]:
+            lines.append(f"  {prefix}{str(item['loc'][0]).upper()}: {item['msg']}")
+        else:
+            lines.append(f"  {item['msg']}")
+    lines.append("fix the variables above (see .env.example) and start again")
+    return "\n".join(lines)
+
+
+def load_settings(cls: type[S]) -> S:
+    """Build ``cls`` from the environment, or raise ``SettingsError`` naming what is wrong."""
+    try:
+        return cls()
+    except ValidationError as error:
+        raise SettingsError(describe_errors(cls, error)) from None

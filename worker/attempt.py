@@ -1,0 +1,73 @@
+"""Run one attempt of a task and say how it went, without deciding the message's fate."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from topology.envelope import Envelope, utcnow
+from worker.context import TaskContext
+from worker.errors import PermanentError
+from worker.registry import Registered, Registry
+
+
+class Outcome(Enum):
+    """How an attempt ended."""
+
+    SUCCEEDED = "succeeded"
+    RETRYABLE = "retryable"
+    TERMINAL = "terminal"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Outcome of one attempt, with a short reason and the error text if it failed."""
+
+    outcome: Outcome
+    reason: str
+    error: str | None = None
+
+
+SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message`` of an exception, for logs and failure records."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+async def call_handler(registered: Registered, payload: Any, ctx: TaskContext) -> None:
+    """Call a handler under the attempt's timeout; sync handlers run in a thread."""
+    async with asyncio.timeout(ctx.timeout_seconds):
+        if registered.is_async:
+            await registered.func(payload, ctx)  # type: ignore[misc]
+        else:
+            # The thread cannot be killed: on timeout the attempt stops waiting for it.
+            await asyncio.to_thread(registered.func, payload, ctx)
+
+
+async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) -> Result:
+    """Run the envelope's handler once and classify what happened."""
+    registered = registry.get(envelope.task)
+    if registered is None:
+        known = ", ".join(registry.names())
+        return Result(
+            Outcome.TERMINAL,
+            "unknown-task",
+            f"no handler for task {envelope.task!r} "
+            f"(known: {known}); register it and list its module in CRON_HANDLER_MODULES",
+        )
+    if envelope.deadline is not None and utcnow() > envelope.deadline:
+        return Result(Outcome.TERMINAL, "deadline-expired", f"deadline {envelope.deadline} passed")
+    try:
+        await call_handler(registered, envelope.payload, ctx)
+    except PermanentError as error:
+        return Result(Outcome.TERMINAL, "permanent-error", describe(error))
+    except TimeoutError:
+        return Result(Outcome.RETRYABLE, "timeout", f"attempt ran past {ctx.timeout_seconds}s")
+    except Exception as error:
+        return Result(Outcome.RETRYABLE, "exception", describe(error))
+    return SUCCESS

@@ -1,0 +1,168 @@
+"""The worker: consume the main queue, run each attempt, hand the result to the fate.
+
+Consuming and publishing use separate connections, because a broker memory alarm blocks
+publishing connections only: acks and NACKs must keep flowing while records wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+
+import httpx
+import structlog
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
+
+from topology.amqp import connect, publish_channel
+from topology.declare import declare_topology
+from topology.envelope import Envelope, MessageDecodeError
+from topology.names import Names
+from topology.records import attempt_number
+from worker.attempt import Outcome, Result, run_attempt
+from worker.context import TaskContext
+from worker.fate import Action, Settler, Verdict, decide
+from worker.handlers import builtin_registry
+from worker.registry import Registry
+from worker.settings import WorkerSettings
+
+log = structlog.get_logger("worker")
+_LEVELS = {Action.ACK: "info", Action.RETRY: "warning", Action.FAIL: "error"}
+
+
+class Worker:
+    """Consumes tasks until ``stop()``; unfinished attempts are left for redelivery."""
+
+    def __init__(self, settings: WorkerSettings, registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.ready = asyncio.Event()
+        self._extra = registry or Registry()
+        self._registry = Registry()
+        self._settler: Settler | None = None
+        self._stop = asyncio.Event()
+        self._running: set[asyncio.Task[object]] = set()
+        self._settling: set[asyncio.Task[object]] = set()
+
+    def stop(self) -> None:
+        """Ask the worker to stop taking tasks and shut down gracefully."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Connect, declare, consume until stopped, then drain and close."""
+        async with AsyncExitStack() as stack:
+            queue = await self._start(stack)
+            tag = await queue.consume(self._on_message)
+            self.ready.set()
+            log.info(
+                "worker started",
+                queue=queue.name,
+                prefetch=self.settings.prefetch,
+                tasks=self._registry.names(),
+                broker=self.settings.safe_url,
+            )
+            await self._stop.wait()
+            await queue.cancel(tag)
+            await self._drain()
+        log.info("worker stopped")
+
+    async def _start(self, stack: AsyncExitStack) -> AbstractQueue:
+        consume_conn = await connect(self.settings, "warren-worker-consume")
+        stack.push_async_callback(consume_conn.close)
+        publish_conn = await connect(self.settings, "warren-worker-publish")
+        stack.push_async_callback(publish_conn.close)
+        client = httpx.AsyncClient(follow_redirects=False)
+        stack.push_async_callback(client.aclose)
+        self._registry = builtin_registry(client).merged(self._extra)
+        channel = await consume_conn.channel()
+        await channel.set_qos(prefetch_count=self.settings.prefetch)
+        topology = await declare_topology(
+            channel, self.names, self.settings.queue_type, self.settings.delivery_limit
+        )
+        publisher = await publish_channel(publish_conn)
+        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
+        return topology.main
+
+    async def _drain(self) -> None:
+        grace = self.settings.shutdown_grace_seconds
+        if self._running:
+            log.info("waiting for running attempts", count=len(self._running), grace_s=grace)
+            await asyncio.wait(self._running, timeout=grace or None)
+        for task in self._running:
+            # Cancelled attempts are neither acked nor NACKed: closing the channel hands
+            # them back to the broker, which redelivers them without spending a retry.
+            task.cancel()
+        await asyncio.gather(*self._running, *self._settling, return_exceptions=True)
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            started = time.monotonic()
+            attempt = attempt_number(message.headers, self.names.main_queue)
+            envelope, result = await self._attempt(message, attempt)
+            self._running.discard(task)
+            self._settling.add(task)
+            verdict = decide(result, message.routing_key or "")
+            await self._settle(message, verdict, attempt)
+            self._log(message, envelope, attempt, verdict, time.monotonic() - started)
+        finally:
+            self._running.discard(task)
+            self._settling.discard(task)
+
+    async def _attempt(
+        self, message: AbstractIncomingMessage, attempt: int
+    ) -> tuple[Envelope | None, Result]:
+        try:
+            envelope = Envelope.decode(message.body)
+        except MessageDecodeError as error:
+            return None, Result(Outcome.TERMINAL, "decode-error", str(error))
+        ctx = self._context(envelope, attempt, bool(message.redelivered))
+        return envelope, await run_attempt(self._registry, envelope, ctx)
+
+    def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
+        return TaskContext(
+            run_id=envelope.run_id,
+            task=envelope.task,
+            schedule=envelope.schedule,
+            scheduled_for=envelope.scheduled_for,
+            attempt=attempt,
+            redelivered=redelivered,
+            timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
+            log=log.bind(run_id=envelope.run_id, task=envelope.task, attempt=attempt),
+        )
+
+    async def _settle(
+        self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
+    ) -> None:
+        assert self._settler is not None
+        try:
+            await self._settler.settle(message, verdict, attempt)
+        except Exception as error:
+            # The channel is gone: the broker redelivers the unsettled message.
+            log.warning(
+                "could not settle; the broker will redeliver",
+                run_id=message.message_id,
+                error=repr(error),
+            )
+
+    def _log(
+        self,
+        message: AbstractIncomingMessage,
+        envelope: Envelope | None,
+        attempt: int,
+        verdict: Verdict,
+        seconds: float,
+    ) -> None:
+        getattr(log, _LEVELS[verdict.action])(
+            "attempt",
+            run_id=envelope.run_id if envelope else message.message_id,
+            schedule=envelope.schedule if envelope else None,
+            task=envelope.task if envelope else None,
+            attempt=attempt,
+            outcome=verdict.action.value,
+            reason=verdict.reason,
+            duration_ms=round(seconds * 1000, 2),
+            error=verdict.error,
+        )

@@ -1,0 +1,107 @@
+"""The one place that decides and carries out a message's fate after an attempt.
+
+| attempt result                  | action                                               |
+| ------------------------------- | ---------------------------------------------------- |
+| succeeded                       | ack                                                  |
+| retryable, plan not spent       | NACK without requeue: the broker moves it to a retry queue |
+| retryable, plan spent (`final`) | confirmed failure record, then ack                   |
+| terminal                        | confirmed failure record, then ack                   |
+
+A failure record that cannot be published is never acked: the message is NACKed instead,
+and the broker dead-letters it (``final`` lands in the failed queue by binding, anything
+else in the next retry queue or, for an unknown plan, the DLX's alternate exchange).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+import structlog
+from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
+
+from topology.names import FAILED_KEY, FINAL_KEY
+from topology.plan import PlanError, RetryPlan
+from topology.records import Failure, failure_record
+from worker.attempt import Outcome, Result
+
+log = structlog.get_logger("worker.fate")
+#: How long a failure record may wait for its confirm before the message is NACKed instead.
+RECORD_TIMEOUT_SECONDS = 10.0
+
+
+class Action(Enum):
+    """What happens to the message."""
+
+    ACK = "succeeded"
+    RETRY = "retrying"
+    FAIL = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decided action, with the reason recorded if the task fails."""
+
+    action: Action
+    reason: str
+    error: str | None = None
+
+
+@lru_cache(maxsize=1024)
+def is_plan_key(key: str) -> bool:
+    """True when ``key`` is a retry plan the DLX can route (``final`` is not)."""
+    try:
+        return not RetryPlan.from_key(key).spent
+    except PlanError:
+        return False
+
+
+def decide(result: Result, routing_key: str) -> Verdict:
+    """Map an attempt's result and the message's remaining plan to an action."""
+    if result.outcome is Outcome.SUCCEEDED:
+        return Verdict(Action.ACK, result.reason)
+    if result.outcome is Outcome.TERMINAL:
+        return Verdict(Action.FAIL, result.reason, result.error)
+    if routing_key == FINAL_KEY:
+        return Verdict(Action.FAIL, "retries-exhausted", result.error)
+    if not is_plan_key(routing_key):
+        error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
+        return Verdict(Action.FAIL, "invalid-retry-plan", error)
+    return Verdict(Action.RETRY, result.reason, result.error)
+
+
+class Settler:
+    """Carries out verdicts: ack, NACK, or publish a failure record then ack."""
+
+    def __init__(self, dlx: AbstractExchange) -> None:
+        self._dlx = dlx
+
+    async def settle(
+        self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
+    ) -> None:
+        """Carry out ``verdict``; the message is acked only once its fate is safe."""
+        if verdict.action is Action.ACK:
+            await message.ack()
+        elif verdict.action is Action.RETRY:
+            await message.reject(requeue=False)
+        else:
+            await self._fail(message, Failure(verdict.reason, verdict.error, attempt))
+
+    async def _fail(self, message: AbstractIncomingMessage, failure: Failure) -> None:
+        try:
+            await self._dlx.publish(
+                failure_record(message, failure),
+                FAILED_KEY,
+                mandatory=True,
+                timeout=RECORD_TIMEOUT_SECONDS,
+            )
+        except Exception as error:
+            log.warning(
+                "failure record not confirmed; dead-lettering instead",
+                run_id=message.message_id,
+                error=repr(error),
+            )
+            await message.reject(requeue=False)
+            return
+        await message.ack()
