@@ -139,7 +139,7 @@ def print_failed(records: list[aio_pika.abc.AbstractIncomingMessage]) -> None:
     """What an operator finds in the failed queue."""
     print(f"\nfailed queue ({len(records)} tasks, kept for replay):")
     for record in records:
-        h = record.headers
+        h: dict[str, Any] = dict(record.headers)
         print(
             f"  {h.get('cron-run-id')}: {h.get('cron-reason')} after {h.get('cron-attempts')} "
             f"attempt(s), {len(h.get('cron-x-death') or [])} x-death entries"
