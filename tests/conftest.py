@@ -14,6 +14,8 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
+from tests.private_broker import PrivateBroker
+from tests.private_broker import available as private_broker_available
 from topology.declare import QueueType, Topology, declare_topology
 from topology.names import Names
 from topology.plan import RetryPlan
@@ -173,3 +175,44 @@ async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
 def plan(*delays_ms: int) -> RetryPlan:
     """Shorthand for a retry plan."""
     return RetryPlan(tuple(delays_ms))
+
+
+@pytest.fixture(scope="session")
+def private_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBroker]:
+    """A RabbitMQ node of this test run's own, removed at the end of the run."""
+    if not private_broker_available():
+        message = "rabbitmq-server is not installed: fault tests need a private node"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    node = PrivateBroker(tmp_path_factory.mktemp("rabbitmq"))
+    node.start()
+    try:
+        yield node
+    finally:
+        node.remove()
+
+
+@pytest.fixture
+def private_broker(private_node: PrivateBroker) -> Iterator[PrivateBroker]:
+    """The private node, running and thawed before and after the test."""
+    private_node.thaw()
+    private_node.start()
+    yield private_node
+    private_node.thaw()
+    private_node.start()
+
+
+@pytest.fixture
+async def private_test_broker(
+    private_broker: PrivateBroker, request: pytest.FixtureRequest
+) -> AsyncIterator[TestBroker]:
+    """A namespace of the test's own on the private node."""
+    connection = await aio_pika.connect_robust(private_broker.url)
+    test_broker = TestBroker(private_broker.url, _namespace(request.node), connection)
+    try:
+        yield test_broker
+    finally:
+        private_broker.start()
+        await connection.close()
+        await test_broker.cleanup()

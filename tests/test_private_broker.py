@@ -1,0 +1,33 @@
+"""The private node itself: fault tests rely on it stopping and starting on demand."""
+
+from __future__ import annotations
+
+import aio_pika
+import pytest
+
+from tests.private_broker import PrivateBroker
+
+pytestmark = pytest.mark.faults
+
+
+async def test_durable_messages_survive_a_kill_of_the_private_node(
+    private_broker: PrivateBroker,
+) -> None:
+    """A persistent message in a durable queue is still there after kill -9 and start."""
+    connection = await aio_pika.connect(private_broker.url)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue("t_private_survives", durable=True)
+        await channel.default_exchange.publish(
+            aio_pika.Message(b"kept", delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue.name
+        )
+    private_broker.kill()
+    private_broker.start()
+    connection = await aio_pika.connect(private_broker.url)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue("t_private_survives", durable=True)
+        message = await queue.get(timeout=5)
+        assert message is not None and message.body == b"kept"
+        await message.ack()
+        await queue.delete()
