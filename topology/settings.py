@@ -47,7 +47,13 @@ def split_list(value: object) -> object:
 class CronSettings(BaseSettings):
     """Broker, topology, retry and logging settings common to every process."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        # An empty variable (as .env.example writes unset ones) means "use the default".
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        frozen=True,
+        env_ignore_empty=True,
+    )
 
     namespace: str = Field("cron", description="Prefix of every queue and exchange name.")
     amqp_url: AmqpDsn = Field(
@@ -62,7 +68,7 @@ class CronSettings(BaseSettings):
         10,
         ge=1,
         le=1000,
-        description="Quorum queues: deliveries before a message is dropped to the DLX.",
+        description="Quorum queues: deliveries of one message before the broker dead-letters it.",
     )
     max_retries: int = Field(3, ge=0, le=50, description="Retries after the first attempt.")
     retry_delay_ms: int = Field(

@@ -1,0 +1,100 @@
+"""Prometheus metrics and ``/healthz`` for every long-running process.
+
+Each process serves ``/metrics`` and ``/healthz`` on ``CRON_METRICS_PORT`` (0 turns the server
+off). Health is a set of named checks registered by the process; ``/healthz`` answers 200 when
+all pass and 503 naming the failing ones, e.g. a worker whose consumer the broker cancelled.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import orjson
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+
+ATTEMPTS = Counter("cron_attempts", "Attempts by task and outcome.", ["task", "outcome"])
+ATTEMPT_SECONDS = Histogram(
+    "cron_attempt_duration_seconds",
+    "Duration of one attempt.",
+    ["task"],
+    buckets=(0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120, 600),
+)
+RETRIES = Counter("cron_retries", "Attempts handed to a retry queue.", ["task"])
+FAILED = Counter("cron_failed", "Tasks sent to the failed queue.", ["task", "reason"])
+FIRE_LAG = Histogram(
+    "cron_fire_lag_seconds",
+    "Scheduled time to publish confirmed, and to handler start.",
+    ["stage"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30),
+)
+MISSED_FIRES = Counter("cron_missed_fires", "Fires skipped by the catch-up policy.", ["schedule"])
+FIRES = Counter("cron_fires", "Fires published and confirmed.", ["schedule"])
+LEADER = Gauge("cron_scheduler_leader", "1 while this scheduler holds leadership.")
+QUEUE_DEPTH = Gauge(
+    "cron_queue_depth", "Ready messages per queue, polled by the monitor.", ["queue"]
+)
+ALERTS = Counter("cron_alerts", "Alerts sent by the monitor.", ["kind"])
+
+Check = Callable[[], bool]
+StartResponse = Callable[..., Any]
+
+
+class Health:
+    """Named checks; healthy when every one passes."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, Check] = {}
+
+    def add(self, name: str, check: Check) -> None:
+        """Register a check such as ``broker-connection`` or ``consumer``."""
+        self._checks[name] = check
+
+    def failing(self) -> list[str]:
+        """Names of the checks that fail now."""
+        failing = []
+        for name, check in self._checks.items():
+            try:
+                ok = check()
+            except Exception:
+                ok = False
+            if not ok:
+                failing.append(name)
+        return failing
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes every few seconds would flood the log."""
+
+
+def health_app(health: Health) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """WSGI app: ``/healthz`` from ``health``, everything else Prometheus metrics."""
+    metrics = make_wsgi_app()
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/healthz":
+            return metrics(environ, start_response)  # type: ignore[no-any-return]
+        failing = health.failing()
+        status = "200 OK" if not failing else "503 Service Unavailable"
+        body = orjson.dumps({"healthy": not failing, "failing": failing})
+        start_response(status, [("Content-Type", "application/json")])
+        return [body]
+
+    return app
+
+
+def serve_metrics(port: int, health: Health, host: str = "0.0.0.0") -> WSGIServer | None:  # noqa: S104 - scraped from other containers
+    """Serve ``/metrics`` and ``/healthz`` in a daemon thread; ``port`` 0 serves nothing."""
+    if port == 0:
+        return None
+    server = make_server(host, port, health_app(health), _Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
