@@ -21,8 +21,15 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     if [ ! -x "$VENV/bin/python" ]; then
         "$(pick_python)" -m venv "$VENV"
     fi
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT$1"
+    # Build-backend chatter goes to a log; it is shown only when the install fails.
+    local log="$VENV/install.log"
+    echo "installing warren$1 into .venv (log: .venv/install.log)"
+    if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
+        "$VENV/bin/python" -m pip install --disable-pip-version-check -e "$ROOT$1"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "installing the project into $VENV failed (log above, also in $log)" >&2
+        return 1
+    fi
 }
 
 broker_up() {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The main job end to end: a worker runs tasks that succeed, recover, and fail for good.
+"""The whole job in half a minute: the scheduler fires examples/schedules.toml, a worker runs it.
 
-Runs in its own namespace (``warren_demo``) with short retry delays, prints every attempt
-and what landed in the failed queue, then deletes the namespace unless ``--keep``.
+Runs in its own namespace (``warren_demo``) with retry delays of 500 ms, 1 s and 2 s, so a new
+user sees fires, retries, a recovery and tasks failing for good. It prints every attempt, a
+summary per schedule and what landed in the failed queue, then deletes the namespace unless
+``--keep``.
 """
 
 from __future__ import annotations
@@ -11,93 +13,140 @@ import argparse
 import asyncio
 import os
 import signal
+import subprocess
 import sys
-import threading
+import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import orjson
+from aio_pika.abc import AbstractIncomingMessage
 
-from topology.amqp import connect, publish_channel
-from topology.declare import declare_topology
-from topology.envelope import Envelope, one_off_run_id, utcnow
+from scheduler.schedules import load_schedules
+from topology.amqp import connect
 from topology.names import Names
-from topology.publish import TaskPublisher
 from topology.settings import CronSettings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / ".demo"
 NAMESPACE = "warren_demo"
+SCHEDULES = ROOT / "examples" / "schedules.toml"
 DEMO_ENV = {
     "CRON_NAMESPACE": NAMESPACE,
+    "CRON_SCHEDULES_FILE": str(SCHEDULES),
     "CRON_MAX_RETRIES": "3",
     "CRON_RETRY_DELAY_MS": "500",
     "CRON_RETRY_DELAY_MULTIPLIER": "2",
     "CRON_HANDLER_MODULES": "examples.demo_handlers",
     "CRON_LOG_FORMAT": "json",
+    "CRON_SHUTDOWN_GRACE_SECONDS": "5",
 }
-TASKS: list[tuple[str, Any]] = [
-    ("greet", {"name": "operator"}),
-    ("flaky", {"fail_attempts": 2}),
-    ("broken", {}),
-    ("http", {"url": "http://127.0.0.1:{port}/missing"}),
-    ("http", {"url": "http://127.0.0.1:{port}/ok"}),
+#: After the scheduler stops, how long retries already in flight may finish.
+DRAIN_SECONDS = 4.0
+
+
+@dataclass
+class Service:
+    """One process of the demo, its command and its log file."""
+
+    name: str
+    args: list[str]
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def log(self) -> Path:
+        """Where the process writes its JSON log."""
+        return LOGS / f"{self.name}.log"
+
+    def start(self) -> None:
+        """Start the process, logging to its file."""
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, *self.args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def stop(self) -> None:
+        """SIGTERM, then wait for a clean exit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(30)
+
+    def events(self, name: str | None = None) -> Iterator[dict[str, Any]]:
+        """The JSON log events of the process (all, or those with this message)."""
+        if not self.log.exists():
+            return
+        for line in self.log.read_bytes().splitlines():
+            with suppress(orjson.JSONDecodeError):
+                event = orjson.loads(line)
+                if isinstance(event, dict) and (name is None or event.get("event") == name):
+                    yield event
+
+
+#: Started in this order, stopped in reverse: the scheduler last in, first out, so the
+#: worker is consuming before the first fire and still there for the last retry.
+SERVICES = [
+    Service("worker", ["-m", "worker"]),
+    Service("scheduler", ["-m", "scheduler"]),
 ]
 
 
-@contextmanager
-def local_endpoint() -> Iterator[int]:
-    """A tiny webhook: /ok answers 200, anything else 404."""
+def by_name(name: str) -> Service:
+    """The demo service called ``name``."""
+    return next(service for service in SERVICES if service.name == name)
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(200 if self.path == "/ok" else 404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def run_services(seconds: float) -> None:
+    """Start every service, report progress for ``seconds``, then stop them in order."""
+    LOGS.mkdir(exist_ok=True)
     try:
-        yield server.server_address[1]
+        for service in SERVICES:
+            service.start()
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < seconds:
+            time.sleep(min(5.0, seconds - elapsed))
+            print(f"  {time.monotonic() - started:4.0f}s  {progress()}", flush=True)
     finally:
-        server.shutdown()
+        for service in reversed(SERVICES):
+            service.stop()
+            if service.name == "scheduler":
+                time.sleep(DRAIN_SECONDS)
 
 
-def envelopes(port: int) -> list[Envelope]:
-    """One envelope per demo task, the webhook port filled in."""
-    result = []
-    for name, payload in TASKS:
-        text = orjson.dumps(payload).decode().replace("{port}", str(port))
-        result.append(
-            Envelope(
-                task=name,
-                payload=orjson.loads(text),
-                run_id=one_off_run_id(name),
-                scheduled_for=utcnow(),
-            )
-        )
-    return result
+def progress() -> str:
+    """Counts so far: fires published and attempts by outcome."""
+    fires = sum(1 for _ in by_name("scheduler").events("fire published"))
+    outcomes = Counter(e["outcome"] for e in by_name("worker").events("attempt"))
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    return f"{fires} fires published; attempts: {counts or 'none yet'}"
 
 
-async def publish_all(settings: CronSettings, items: list[Envelope]) -> None:
-    """Publish the demo tasks with the default plan."""
-    names = Names(settings.namespace)
-    async with await connect(settings, "warren-demo") as connection:
-        channel = await publish_channel(connection)
-        topology = await declare_topology(channel, names, settings.queue_type, 10)
-        publisher = TaskPublisher(channel, topology.tasks, names, settings.queue_type)
-        for envelope in items:
-            await publisher.publish(envelope, settings.default_plan())
+def print_attempts() -> None:
+    """One line per attempt, from the worker's log."""
+    print(f"\n{'run id':38} {'attempt':>7} {'outcome':14} reason / error")
+    for event in by_name("worker").events("attempt"):
+        detail = event["reason"] + (f": {event['error']}" if event.get("error") else "")
+        print(f"{event['run_id']:38} {event['attempt']:>7} {event['outcome']:14} {detail[:60]}")
 
 
-async def failed_records(settings: CronSettings) -> list[aio_pika.abc.AbstractIncomingMessage]:
-    """Peek at the failed queue (messages are requeued, not removed)."""
+def print_summary() -> None:
+    """Per schedule: fires, attempts and how they ended."""
+    fires = Counter(e["schedule"] for e in by_name("scheduler").events("fire published"))
+    outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+    for event in by_name("worker").events("attempt"):
+        outcomes[event["schedule"] or "-"][event["outcome"]] += 1
+    columns = ["succeeded", "retrying", "failed", "lock-contended"]
+    print(f"\n{'schedule':12} {'fires':>5} " + " ".join(f"{c:>14}" for c in columns))
+    for name in sorted(set(fires) | set(outcomes)):
+        counts = " ".join(f"{outcomes[name][c]:>14}" for c in columns)
+        print(f"{name:12} {fires[name]:>5} {counts}")
+
+
+async def failed_records(settings: CronSettings) -> list[AbstractIncomingMessage]:
+    """Peek at the failed queue (messages are returned to it, not removed)."""
     async with await connect(settings, "warren-demo-peek") as connection:
         channel = await connection.channel()
         queue = await channel.declare_queue(Names(settings.namespace).failed_queue, passive=True)
@@ -107,12 +156,21 @@ async def failed_records(settings: CronSettings) -> list[aio_pika.abc.AbstractIn
         return records
 
 
+def print_failed(records: list[AbstractIncomingMessage]) -> None:
+    """What an operator finds in the failed queue."""
+    print(f"\nfailed queue ({len(records)} tasks, kept for replay):")
+    for record in records:
+        h: dict[str, Any] = dict(record.headers)
+        print(f"  {h.get('cron-run-id')}: {h.get('cron-reason')} after {h.get('cron-attempts')}")
+
+
 async def delete_namespace(settings: CronSettings) -> None:
     """Remove the demo's queues and exchanges."""
     names = Names(settings.namespace)
-    plan_keys = [step.key for step in settings.default_plan().suffixes()]
-    queues = [names.main_queue, names.failed_queue, names.monitor_queue]
-    queues += [names.retry_queue(key) for key in plan_keys]
+    plans = [settings.default_plan(), *load_schedules(SCHEDULES, settings).plans().values()]
+    keys = {step.key for plan in plans for step in plan.suffixes()}
+    queues = [names.main_queue, names.failed_queue, names.monitor_queue, names.watermark_queue]
+    queues += [names.retry_queue(key) for key in sorted(keys)]
     async with await connect(settings, "warren-demo-cleanup") as connection:
         channel = await connection.channel()
         for queue in queues:
@@ -121,69 +179,28 @@ async def delete_namespace(settings: CronSettings) -> None:
             await channel.exchange_delete(exchange)
 
 
-def print_attempts(log_file: Path) -> None:
-    """One line per attempt, from the worker's JSON log."""
-    print(f"\n{'run id':52} {'task':8} {'attempt':>7} {'outcome':10} reason / error")
-    for line in log_file.read_bytes().splitlines():
-        with suppress(orjson.JSONDecodeError):
-            event = orjson.loads(line)
-            if event.get("event") == "attempt":
-                detail = event["reason"] + (f": {event['error']}" if event.get("error") else "")
-                print(
-                    f"{event['run_id']:52} {event['task'] or '-':8} {event['attempt']:>7} "
-                    f"{event['outcome']:10} {detail[:70]}"
-                )
-
-
-def print_failed(records: list[aio_pika.abc.AbstractIncomingMessage]) -> None:
-    """What an operator finds in the failed queue."""
-    print(f"\nfailed queue ({len(records)} tasks, kept for replay):")
-    for record in records:
-        h: dict[str, Any] = dict(record.headers)
-        print(
-            f"  {h.get('cron-run-id')}: {h.get('cron-reason')} after {h.get('cron-attempts')} "
-            f"attempt(s), {len(h.get('cron-x-death') or [])} x-death entries"
-        )
-
-
-async def wait_settled(settings: CronSettings, expected_failed: int, timeout: float) -> None:
-    """Wait until the expected number of tasks reached the failed queue."""
-    async with asyncio.timeout(timeout):
-        while len(await failed_records(settings)) < expected_failed:
-            await asyncio.sleep(0.5)
-    await asyncio.sleep(1.0)  # let the last successes be logged
-
-
 def main() -> int:
-    """Run the demo; exit 0 when every task ended as expected."""
+    """Run the demo; exit 0 when it showed fires, a retry and a failure."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", action="store_true", help="keep the demo namespace")
+    parser.add_argument("--seconds", type=float, default=30, help="how long the scheduler runs")
     args = parser.parse_args()
     os.environ.update(DEMO_ENV)
     settings = load_settings(CronSettings)
-    log_file = ROOT / ".demo" / "worker.log"
-    log_file.parent.mkdir(exist_ok=True)
-    with local_endpoint() as port, log_file.open("wb") as log:
-        worker = __import__("subprocess").Popen(
-            [sys.executable, "-m", "worker"], cwd=ROOT, stdout=log, stderr=log
-        )
-        try:
-            print(
-                f"worker started (pid {worker.pid}); publishing {len(TASKS)} tasks, "
-                f"retry plan {settings.default_plan().key}"
-            )
-            asyncio.run(publish_all(settings, envelopes(port)))
-            asyncio.run(wait_settled(settings, expected_failed=2, timeout=30))
-            records = asyncio.run(failed_records(settings))
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(30)
-    print_attempts(log_file)
+    print(
+        f"running {', '.join(s.name for s in SERVICES)} for {args.seconds:g}s on {SCHEDULES.name}"
+    )
+    print(f"namespace {NAMESPACE}, default retry plan {settings.default_plan().key}")
+    run_services(args.seconds)
+    records = asyncio.run(failed_records(settings))
+    print_attempts()
+    print_summary()
     print_failed(records)
     if not args.keep:
         asyncio.run(delete_namespace(settings))
-    print(f"\nworker log: {log_file}")
-    return 0
+    print(f"\nlogs: {', '.join(str(s.log.relative_to(ROOT)) for s in SERVICES)}")
+    outcomes = {e["outcome"] for e in by_name("worker").events("attempt")}
+    return 0 if {"succeeded", "retrying"} <= outcomes and records else 1
 
 
 if __name__ == "__main__":

@@ -118,7 +118,10 @@ class PrivateBroker:
     def ctl(self, *args: str, timeout: float = 60) -> str:
         """Run ``rabbitmqctl`` against this node; return its output."""
         result = subprocess.run(
-            [CTL, "-n", self.node, *args], env=self.env(), capture_output=True, text=True,
+            [CTL, "-n", self.node, *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
             timeout=timeout,
         )
         if result.returncode != 0:

@@ -19,6 +19,15 @@ from topology.plan import RetryPlan
 
 QueueType = Literal["classic", "quorum"]
 
+#: Delivery limit of the queues that ops tools and the monitor read without consuming (failed,
+#: monitor, retry). Reading them is ``basic.get`` then a return, and on quorum queues every
+#: return counts toward the limit: RabbitMQ 4.x applies 20 even when none is set, and the failed
+#: queue has no DLX, so a few ``failed.py list`` runs would silently drop records. ``-1`` means
+#: "no limit" on 4.x but makes 3.x drop a message on its first return (tried on 3.10), so a
+#: limit nobody reaches stands for "none" on both. With any limit set, a return goes back near
+#: the head, so reading keeps the order on 3.x too.
+UNLIMITED_DELIVERIES = 2**31 - 1
+
 
 class TopologyError(RuntimeError):
     """The broker holds an object whose arguments differ from what this config needs."""
@@ -31,11 +40,18 @@ def queue_arguments(
     dead_letter_exchange: str | None = None,
     dead_letter_key: str | None = None,
     delivery_limit: int | None = None,
+    max_length: int | None = None,
+    expires_ms: int | None = None,
 ) -> dict[str, Any]:
     """Arguments of one durable queue; the only place queue arguments are built."""
     args: dict[str, Any] = {"x-queue-type": queue_type}
+    if max_length is not None:
+        # Overflow drops the oldest message: a new one replaces it in one confirmed publish.
+        args["x-max-length"] = max_length
     if ttl_ms is not None:
         args["x-message-ttl"] = ttl_ms
+    if expires_ms is not None:
+        args["x-expires"] = expires_ms
     if dead_letter_exchange is not None:
         args["x-dead-letter-exchange"] = dead_letter_exchange
     if dead_letter_key is not None:
@@ -98,8 +114,9 @@ async def declare_topology(
     )
     main = await _queue(channel, names.main_queue, main_args)
     await main.bind(tasks, "#")
-    failed = await _queue(channel, names.failed_queue, queue_arguments(queue_type))
-    monitor = await _queue(channel, names.monitor_queue, queue_arguments(queue_type))
+    kept_args = queue_arguments(queue_type, delivery_limit=UNLIMITED_DELIVERIES)
+    failed = await _queue(channel, names.failed_queue, kept_args)
+    monitor = await _queue(channel, names.monitor_queue, kept_args)
     for queue in (failed, monitor):
         for key in (FINAL_KEY, FAILED_KEY):
             await queue.bind(dlx, key)
@@ -129,6 +146,7 @@ class PlanDeclarer:
             ttl_ms=step.delays_ms[0],
             dead_letter_exchange=self._names.tasks_exchange,
             dead_letter_key=step.rest().key,
+            delivery_limit=UNLIMITED_DELIVERIES,  # the monitor peeks at the head
         )
         queue = await _queue(self._channel, self._names.retry_queue(step.key), args)
         await queue.bind(self._names.dlx, step.key)

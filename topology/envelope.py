@@ -7,7 +7,7 @@ or ignores ``x-`` headers that clients set).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import uuid4
 
 import orjson
@@ -42,6 +42,8 @@ class Envelope(BaseModel):
     scheduled_for: AwareDatetime
     timeout_seconds: float | None = Field(None, gt=0)
     deadline: AwareDatetime | None = None
+    #: Overlap policy of the schedule: Forbid and Replace hold a lock while an attempt runs.
+    concurrency: Literal["Allow", "Forbid", "Replace"] = "Allow"
 
     def encode(self) -> bytes:
         """Serialise to the JSON body published on the wire."""

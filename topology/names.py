@@ -73,3 +73,7 @@ class Names:
     def lock_queue(self, schedule: str) -> str:
         """Exclusive queue held by a running attempt of ``schedule``."""
         return f"{self.namespace}_lock.{schedule}"
+
+    def crash_queue(self, key: str) -> str:
+        """Markers of worker deaths during one attempt (classic queues, ``worker/crashloop.py``)."""
+        return f"{self.namespace}_crash.{key}"

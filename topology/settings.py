@@ -83,6 +83,9 @@ class CronSettings(BaseSettings):
     heartbeat_seconds: int = Field(
         10, ge=1, le=600, description="AMQP heartbeat: how fast a dead connection is noticed."
     )
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="Port of /metrics and /healthz; 0 serves neither."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Lowest level written to the log."
     )

@@ -19,6 +19,10 @@ class Outcome(Enum):
     SUCCEEDED = "succeeded"
     RETRYABLE = "retryable"
     TERMINAL = "terminal"
+    #: Not run: another run of the schedule holds its lock (overlap policy).
+    CONTENDED = "lock-contended"
+    #: Cancelled: a newer run of a ``Replace`` schedule took over.
+    REPLACED = "replaced"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,22 @@ from topology.names import Names
 from topology.records import attempt_number
 from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext
+from worker.crashloop import UNMARKED, CrashGuard, Mark
 from worker.fate import Action, Settler, Verdict, decide
 from worker.handlers import builtin_registry
+from worker.limits import body_too_large
+from worker.overlap import run_guarded
 from worker.registry import Registry
 from worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker")
-_LEVELS = {Action.ACK: "info", Action.RETRY: "warning", Action.FAIL: "error"}
+_LEVELS = {
+    Action.ACK: "info",
+    Action.RETRY: "warning",
+    Action.FAIL: "error",
+    Action.CONTENDED: "info",
+    Action.REPLACED: "warning",
+}
 
 
 class Worker:
@@ -40,6 +49,7 @@ class Worker:
         self._extra = registry or Registry()
         self._registry = Registry()
         self._settler: Settler | None = None
+        self._crashes = CrashGuard(settings)
         self._stop = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
         self._settling: set[asyncio.Task[object]] = set()
@@ -71,6 +81,7 @@ class Worker:
         stack.push_async_callback(consume_conn.close)
         publish_conn = await connect(self.settings, "warren-worker-publish")
         stack.push_async_callback(publish_conn.close)
+        await self._crashes.open(publish_conn)
         client = httpx.AsyncClient(follow_redirects=False)
         stack.push_async_callback(client.aclose)
         self._registry = builtin_registry(client).merged(self._extra)
@@ -98,18 +109,30 @@ class Worker:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
+        mark, settled = UNMARKED, False
         try:
             started = time.monotonic()
             attempt = attempt_number(message.headers, self.names.main_queue)
-            envelope, result = await self._attempt(message, attempt)
+            mark = await self._crashes.enter(message, attempt)
+            envelope, result = await self._checked_attempt(message, attempt, mark)
             self._running.discard(task)
             self._settling.add(task)
             verdict = decide(result, message.routing_key or "")
-            await self._settle(message, verdict, attempt)
+            settled = await self._settle(message, verdict, attempt)
             self._log(message, envelope, attempt, verdict, time.monotonic() - started)
         finally:
+            # Also after a cancel at shutdown: a handed-back attempt is no worker death.
+            await self._crashes.leave(mark, settled)
             self._running.discard(task)
             self._settling.discard(task)
+
+    async def _checked_attempt(
+        self, message: AbstractIncomingMessage, attempt: int, mark: Mark
+    ) -> tuple[Envelope | None, Result]:
+        refused = body_too_large(message.body, self.settings.max_body_bytes) or mark.looping
+        if refused is not None:
+            return None, refused
+        return await self._attempt(message, attempt)
 
     async def _attempt(
         self, message: AbstractIncomingMessage, attempt: int
@@ -119,7 +142,11 @@ class Worker:
         except MessageDecodeError as error:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
         ctx = self._context(envelope, attempt, bool(message.redelivered))
-        return envelope, await run_attempt(self._registry, envelope, ctx)
+        # Forbid/Replace schedules run under their lock (worker/overlap.py).
+        result = await run_guarded(
+            self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
+        )
+        return envelope, result
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(
@@ -135,7 +162,7 @@ class Worker:
 
     async def _settle(
         self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
-    ) -> None:
+    ) -> bool:
         assert self._settler is not None
         try:
             await self._settler.settle(message, verdict, attempt)
@@ -146,6 +173,8 @@ class Worker:
                 run_id=message.message_id,
                 error=repr(error),
             )
+            return False
+        return True
 
     def _log(
         self,

@@ -6,6 +6,7 @@
 | retryable, plan not spent       | NACK without requeue: the broker moves it to a retry queue |
 | retryable, plan spent (`final`) | confirmed failure record, then ack                   |
 | terminal                        | confirmed failure record, then ack                   |
+| lock-contended, replaced        | ack: the overlap policy settled it, no retry spent   |
 
 A failure record that cannot be published is never acked: the message is NACKed instead,
 and the broker dead-letters it (``final`` lands in the failed queue by binding, anything
@@ -37,6 +38,16 @@ class Action(Enum):
     ACK = "succeeded"
     RETRY = "retrying"
     FAIL = "failed"
+    #: Acked without running, no retry spent (overlap policy ``Forbid``).
+    CONTENDED = "lock-contended"
+    #: Acked after a newer run cancelled it, no retry spent (overlap policy ``Replace``).
+    REPLACED = "replaced"
+
+
+#: Actions that ack the message: its fate is settled without a failure record.
+ACKED = frozenset({Action.ACK, Action.CONTENDED, Action.REPLACED})
+#: Overlap outcomes and the action each one takes.
+_OVERLAP = {Outcome.CONTENDED: Action.CONTENDED, Outcome.REPLACED: Action.REPLACED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,8 @@ def decide(result: Result, routing_key: str) -> Verdict:
     """Map an attempt's result and the message's remaining plan to an action."""
     if result.outcome is Outcome.SUCCEEDED:
         return Verdict(Action.ACK, result.reason)
+    if result.outcome in _OVERLAP:
+        return Verdict(_OVERLAP[result.outcome], result.reason, result.error)
     if result.outcome is Outcome.TERMINAL:
         return Verdict(Action.FAIL, result.reason, result.error)
     if routing_key == FINAL_KEY:
@@ -81,7 +94,7 @@ class Settler:
         self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
     ) -> None:
         """Carry out ``verdict``; the message is acked only once its fate is safe."""
-        if verdict.action is Action.ACK:
+        if verdict.action in ACKED:
             await message.ack()
         elif verdict.action is Action.RETRY:
             await message.reject(requeue=False)

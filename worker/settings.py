@@ -28,6 +28,15 @@ class WorkerSettings(CronSettings):
     shutdown_grace_seconds: float = Field(
         30.0, ge=0, description="On SIGTERM, how long running attempts may finish."
     )
+    crash_loop_limit: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Classic queues: worker deaths during one attempt before it is failed.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest task body run; a larger one fails at once."
+    )
 
     _split_modules = field_validator("handler_modules", mode="before")(split_list)
 

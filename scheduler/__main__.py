@@ -1,0 +1,94 @@
+"""``python -m scheduler``: publish due fires while leading; ``--check`` validates and exits."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from scheduler.check import report
+from scheduler.schedules import ScheduleError, ScheduleSet, load_schedules
+from scheduler.service import Scheduler
+from scheduler.settings import SchedulerSettings
+from topology.declare import TopologyError
+from topology.envelope import utcnow
+from topology.logs import configure_logging
+from topology.metrics import Health, serve_metrics
+from topology.settings import SettingsError, load_settings
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_BROKER = 3
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line: the rest is configured with CRON_* variables."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scheduler",
+        description="Publish each schedule's due fires to RabbitMQ. Several may run: one "
+        "leads, the others stand by. SIGHUP reloads the schedules file. Configure with "
+        "CRON_* environment variables (see .env.example).",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate settings and the schedules file, print each schedule's next fires and "
+        "retry timeline, then exit (0 valid, 2 invalid)",
+    )
+    parser.add_argument(
+        "--schedules", type=Path, help="schedules file (default: CRON_SCHEDULES_FILE)"
+    )
+    return parser.parse_args(argv)
+
+
+def load(args: argparse.Namespace) -> tuple[SchedulerSettings, ScheduleSet]:
+    """Settings and schedules, or ``SettingsError``/``ScheduleError`` naming the problem."""
+    settings = load_settings(SchedulerSettings)
+    if args.schedules is not None:
+        settings = settings.model_copy(update={"schedules_file": args.schedules})
+    return settings, load_schedules(settings.schedules_file, settings)
+
+
+async def serve(settings: SchedulerSettings, schedules: ScheduleSet) -> None:
+    """Run until SIGTERM or SIGINT; SIGHUP reloads the schedules."""
+    scheduler = Scheduler(settings, schedules)
+    health = Health()
+    health.add("broker-connection", scheduler.connected)
+    server = serve_metrics(settings.metrics_port, health)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, scheduler.stop)
+    loop.add_signal_handler(signal.SIGHUP, scheduler.reload)
+    try:
+        await scheduler.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = parse_args(argv)
+    try:
+        settings, schedules = load(args)
+    except (SettingsError, ScheduleError) as error:
+        print(f"scheduler: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.check:
+        print(report(schedules, settings, utcnow()))
+        return EXIT_OK
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(serve(settings, schedules))
+    except TopologyError as error:
+        structlog.get_logger("scheduler").error("cannot start", error=str(error))
+        return EXIT_BROKER
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

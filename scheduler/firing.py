@@ -1,0 +1,132 @@
+"""Which fires are due: a heap of next-fire times, and the catch-up policy for late ones.
+
+The heap holds one entry per schedule, its next fire, so a wake-up touches only the
+schedules that are due. A fire is *missed* when it was not published within ``ON_TIME`` of
+its time: no scheduler was leading, or the leader was held up. Of the fires due at a
+wake-up, each schedule's ``catch_up`` keeps:
+
+- ``all``: every fire within ``misfire_grace_seconds``;
+- ``latest`` (default): the most recent fire within ``misfire_grace_seconds``;
+- ``skip``: only a fire that is on time.
+
+Every fire not kept is reported as skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler.schedules import Schedule, ScheduleSet
+
+#: A fire published this late is still on time; later, it counts as missed.
+ON_TIME = timedelta(seconds=2)
+#: Fires older than the grace window are listed one by one up to this many per schedule.
+MAX_LISTED_SKIPS = 100
+_TICK = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A due fire that will not be published, and why."""
+
+    schedule: Schedule
+    fire: datetime
+    reason: str
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one wake-up found: fires to publish in order, and fires skipped."""
+
+    publish: list[tuple[datetime, Schedule]] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    #: Schedules that skipped more old fires than were listed, with the oldest kept time.
+    unlisted: list[tuple[Schedule, datetime]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.publish or self.skipped or self.unlisted)
+
+
+def keep(schedule: Schedule, fires: list[datetime], now: datetime) -> list[datetime]:
+    """The fires, due at ``now``, that the schedule's catch-up policy publishes."""
+    grace = timedelta(seconds=schedule.spec.misfire_grace_seconds)
+    recent = [fire for fire in fires if now - fire <= grace]
+    if schedule.spec.catch_up == "all":
+        return recent
+    if schedule.spec.catch_up == "latest":
+        return recent[-1:]
+    return [fire for fire in recent if now - fire <= ON_TIME]
+
+
+def skip_reason(schedule: Schedule, fire: datetime, now: datetime) -> str:
+    """Why a due fire that ``keep`` dropped is not published."""
+    grace = schedule.spec.misfire_grace_seconds
+    if (now - fire).total_seconds() > grace:
+        return f"missed by more than misfire_grace_seconds ({grace:g}s)"
+    if schedule.spec.catch_up == "latest":
+        return "catch_up = latest: a later fire is published instead"
+    return "catch_up = skip: missed fires are not run"
+
+
+def due_fires(
+    schedule: Schedule, first: datetime, now: datetime
+) -> tuple[list[datetime], datetime | None, datetime | None]:
+    """Fires from ``first`` up to ``now``, the first unlisted kept time, and the next fire."""
+    horizon = now - timedelta(seconds=schedule.spec.misfire_grace_seconds)
+    fires: list[datetime] = []
+    unlisted: datetime | None = None
+    fire: datetime | None = first
+    while fire is not None and fire <= now:
+        if fire < horizon and len(fires) >= MAX_LISTED_SKIPS:
+            # Too old to publish under any policy: jump to the grace window.
+            unlisted = horizon
+            fire = schedule.next_fire(horizon - _TICK)
+            continue
+        fires.append(fire)
+        fire = schedule.next_fire(fire)
+    return fires, unlisted, fire
+
+
+class FireHeap:
+    """Next fire of every enabled schedule, earliest first."""
+
+    def __init__(self, schedules: ScheduleSet, after: datetime) -> None:
+        self.schedules = schedules
+        self._by_name = {s.name: s for s in schedules.schedules}
+        self._heap: list[tuple[datetime, str]] = []
+        for schedule in schedules.schedules:
+            fire = schedule.next_fire(after)
+            if fire is not None:
+                self._heap.append((fire, schedule.name))
+        heapq.heapify(self._heap)
+
+    def next_time(self) -> datetime | None:
+        """When the earliest schedule fires next; None when none ever will."""
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: datetime) -> Batch:
+        """Take every fire up to ``now``, apply catch-up, and queue each schedule's next."""
+        batch = Batch()
+        while self._heap and self._heap[0][0] <= now:
+            first, name = heapq.heappop(self._heap)
+            following = self._take(self._by_name[name], first, now, batch)
+            if following is not None:
+                heapq.heappush(self._heap, (following, name))
+        batch.publish.sort(key=lambda item: (item[0], item[1].name))
+        return batch
+
+    @staticmethod
+    def _take(schedule: Schedule, first: datetime, now: datetime, batch: Batch) -> datetime | None:
+        fires, unlisted, following = due_fires(schedule, first, now)
+        kept = keep(schedule, fires, now)
+        batch.publish += [(fire, schedule) for fire in kept]
+        batch.skipped += [
+            Skipped(schedule, fire, skip_reason(schedule, fire, now))
+            for fire in fires
+            if fire not in kept
+        ]
+        if unlisted is not None:
+            batch.unlisted.append((schedule, unlisted))
+        return following

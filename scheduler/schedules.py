@@ -1,0 +1,238 @@
+"""The schedules file: TOML, validated whole before anything runs.
+
+::
+
+    [[schedule]]
+    name = "nightly-report"          # unique; part of run ids and lock queue names
+    cron = "30 2 * * *"              # or: every = "5m" (anchored interval)
+    timezone = "Europe/Berlin"       # cron only; default UTC
+    task = "http"
+    payload = { url = "https://reports.internal/run" }
+    timeout_seconds = 120
+    concurrency = "Forbid"           # Allow (default), Forbid, Replace
+    catch_up = "latest"              # skip, latest (default), all
+    misfire_grace_seconds = 3600
+    retry = { max_retries = 5, delay_ms = 10000 }   # overrides CRON_* defaults
+
+Every problem of the file is reported at once, each naming the schedule and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from scheduler.spec import RetrySpec, ScheduleSpec
+from scheduler.timing import EPOCH, CronTiming, IntervalTiming, Timing, parse_interval, utc_text
+from topology.envelope import Envelope
+from topology.plan import PlanError, RetryPlan
+from topology.settings import CronSettings
+
+_TICK = timedelta(microseconds=1)
+_JSON_TAGS = frozenset({"dict", "list", "str", "int", "float", "bool"})
+
+
+class ScheduleError(ValueError):
+    """An invalid schedules file; ``problems`` has one line per schedule and field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {problem}" for problem in problems)
+        super().__init__(f"{source}: invalid schedules file:\n{lines}")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A validated schedule: its timing parsed once, its retry plan resolved."""
+
+    spec: ScheduleSpec
+    timing: Timing
+    plan: RetryPlan
+    start_at: datetime | None
+    stop_at: datetime | None
+
+    @property
+    def name(self) -> str:
+        """The schedule's unique name."""
+        return self.spec.name
+
+    def next_fire(self, after: datetime) -> datetime | None:
+        """The first fire strictly after ``after``, within ``start_at``/``stop_at``."""
+        if not self.spec.enabled:
+            return None
+        if self.start_at is not None and after < self.start_at:
+            after = self.start_at - _TICK
+        fire = self.timing.next_after(after)
+        if fire is None or (self.stop_at is not None and fire > self.stop_at):
+            return None
+        return fire
+
+    def fires(self, after: datetime, count: int) -> list[datetime]:
+        """Up to ``count`` fires after ``after``, in order."""
+        result: list[datetime] = []
+        while len(result) < count and (fire := self.next_fire(after)) is not None:
+            result.append(fire)
+            after = fire
+        return result
+
+    def run_id(self, fire: datetime) -> str:
+        """Deterministic id of one fire: ``<name>@<UTC ISO fire time>``."""
+        return f"{self.name}@{utc_text(fire)}"
+
+    def envelope(self, fire: datetime) -> Envelope:
+        """The task message of one fire."""
+        return Envelope(
+            task=self.spec.task,
+            payload=self.spec.payload,
+            run_id=self.run_id(fire),
+            schedule=self.name,
+            scheduled_for=fire,
+            timeout_seconds=self.spec.timeout_seconds,
+            concurrency=self.spec.concurrency,
+        )
+
+
+def build_schedule(spec: ScheduleSpec, defaults: CronSettings) -> Schedule:
+    """Resolve a valid spec: timing, bounds and retry plan."""
+    start, stop = spec.bounds()
+    timing: Timing
+    if spec.cron is not None:
+        timing = CronTiming(spec.cron, spec.timezone or "UTC")
+    else:
+        assert spec.every is not None  # the spec holds exactly one of cron and every
+        timing = IntervalTiming(parse_interval(spec.every), start or EPOCH)
+    plan = spec.retry.plan(defaults) if spec.retry else defaults.default_plan()
+    return Schedule(spec, timing, plan, start, stop)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSet:
+    """Every schedule of one file, in file order."""
+
+    source: str
+    schedules: tuple[Schedule, ...]
+
+    def get(self, name: str) -> Schedule | None:
+        """The schedule called ``name``, if any."""
+        return next((s for s in self.schedules if s.name == name), None)
+
+    def plans(self) -> dict[str, RetryPlan]:
+        """Retry plan of each schedule by name (replaying a failed fire uses it)."""
+        return {s.name: s.plan for s in self.schedules}
+
+
+def load_schedules(path: Path, defaults: CronSettings) -> ScheduleSet:
+    """Read and validate the whole file, or raise ``ScheduleError`` listing every problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScheduleError(
+            str(path),
+            [f"cannot read the file ({error}); set CRON_SCHEDULES_FILE to your schedules file"],
+        ) from None
+    return parse_schedules(text, defaults, str(path))
+
+
+def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules") -> ScheduleSet:
+    """Validate the TOML text of a schedules file."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScheduleError(source, [f"not valid TOML: {error}"]) from None
+    entries = _entries(data, source)
+    problems: list[str] = []
+    schedules = [s for s in _build_all(entries, defaults, problems) if s is not None]
+    problems += _duplicates(entries)
+    if problems:
+        raise ScheduleError(source, problems)
+    return ScheduleSet(source, tuple(schedules))
+
+
+def _entries(data: Mapping[str, Any], source: str) -> list[Any]:
+    unknown = sorted(set(data) - {"schedule"})
+    if unknown:
+        raise ScheduleError(
+            source, [f"unknown top-level key(s) {unknown}: write each schedule as [[schedule]]"]
+        )
+    entries = data.get("schedule", [])
+    if not isinstance(entries, list):
+        raise ScheduleError(source, ["'schedule' must be an array of tables: use [[schedule]]"])
+    return entries
+
+
+def _build_all(
+    entries: list[Any], defaults: CronSettings, problems: list[str]
+) -> list[Schedule | None]:
+    built: list[Schedule | None] = []
+    for index, raw in enumerate(entries, start=1):
+        label = _label(raw, index)
+        try:
+            spec = ScheduleSpec.model_validate(raw)
+            built.append(_resolve(spec, defaults, label))
+        except ValidationError as error:
+            problems += [f"{label}: {line}" for line in _describe(error)]
+            built.append(None)
+        except _EntryError as error:
+            problems.append(f"{label}: {error}")
+            built.append(None)
+    return built
+
+
+class _EntryError(ValueError):
+    """A problem found after the fields themselves validated."""
+
+
+def _resolve(spec: ScheduleSpec, defaults: CronSettings, label: str) -> Schedule:
+    try:
+        schedule = build_schedule(spec, defaults)
+    except PlanError as error:
+        raise _EntryError(f"retry: {error}") from None
+    if spec.cron is not None and schedule.timing.next_after(datetime.now(UTC)) is None:
+        raise _EntryError(f"cron: {spec.cron!r} never fires (no such date)")
+    return schedule
+
+
+def _label(raw: Any, index: int) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return f"schedule {name!r} (#{index})" if isinstance(name, str) else f"schedule #{index}"
+
+
+def _describe(error: ValidationError) -> list[str]:
+    lines = []
+    for item in error.errors(include_url=False, include_input=False):
+        # JsonValue errors carry the union branch ("dict", "list") in the location.
+        parts = [p for p in item["loc"] if item["loc"][0] != "payload" or p not in _JSON_TAGS]
+        where = ".".join(str(part) for part in parts)
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "invalid-json-value":
+            message += " (TOML dates and times are not JSON: write them as strings)"
+        if item["type"] == "extra_forbidden":
+            message = f"unknown field; known fields: {', '.join(_known(item['loc']))}"
+        lines.append(f"{where}: {message}" if where else message)
+    return lines
+
+
+def _known(loc: tuple[int | str, ...]) -> list[str]:
+    model: type[BaseModel] = RetrySpec if loc[0] == "retry" and len(loc) > 1 else ScheduleSpec
+    return list(model.model_fields)
+
+
+def _duplicates(entries: list[Any]) -> list[str]:
+    where: dict[str, list[str]] = {}
+    for index, raw in enumerate(entries, start=1):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if isinstance(name, str):
+            where.setdefault(name, []).append(f"#{index}")
+    return [
+        f"schedule {name!r}: name: used by {len(found)} schedules ({', '.join(found)}); "
+        "names must be unique"
+        for name, found in where.items()
+        if len(found) > 1
+    ]

@@ -1,0 +1,284 @@
+"""The scheduler process: stand by, lead, publish due fires, keep the watermark, reload.
+
+::
+
+    run ─┬─ watch the schedules file (mtime) ── reload()
+         └─ campaign: connect ─ stand by until the leader queue is ours ─ lead
+                       ▲                                                  │
+                       └──────── connection lost: no longer leader ◀──────┘
+
+    lead: read the watermark ─ heap of next fires after it ─ loop:
+          sleep (monotonic) until the next fire, a reload, or stop ─ pop due fires ─
+          catch-up policy ─ publish each, confirmed ─ write the watermark
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+from aio_pika.abc import AbstractConnection
+
+from scheduler.firing import Batch, FireHeap
+from scheduler.leader import identity, open_connection, try_lead, watch_connection
+from scheduler.publisher import PUBLISH_ERRORS, FirePublisher, LeadershipLost, wait_for_event
+from scheduler.schedules import Schedule, ScheduleError, ScheduleSet, load_schedules
+from scheduler.settings import SchedulerSettings
+from scheduler.timing import utc_text
+from scheduler.watermark import Watermark
+from topology.declare import TopologyError
+from topology.envelope import utcnow
+from topology.metrics import LEADER, MISSED_FIRES
+from topology.names import Names
+
+log = structlog.get_logger("scheduler")
+#: Longest sleep between looks at the wall clock, so a clock step is noticed.
+MAX_SLEEP_SECONDS = 30.0
+#: Fires whose confirms may be awaited at once.
+PUBLISH_WINDOW = 500
+Clock = Callable[[], datetime]
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """Modification time and size of the schedules file, None if it cannot be read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+class Scheduler:
+    """Publishes each schedule's fires while it is the leader; stands by otherwise."""
+
+    def __init__(
+        self, settings: SchedulerSettings, schedules: ScheduleSet, clock: Clock = utcnow
+    ) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.schedules = schedules
+        #: Set while this scheduler leads and publishes.
+        self.leading = asyncio.Event()
+        #: The last watermark this scheduler wrote: every fire up to it is settled.
+        self.settled_up_to: datetime | None = None
+        self._clock = clock
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._stamp = file_stamp(settings.schedules_file)
+        #: The connection campaigning or leading now; None while reconnecting.
+        self.connection: AbstractConnection | None = None
+
+    def connected(self) -> bool:
+        """True while the scheduler holds a live broker connection (leading or standing by)."""
+        return self.connection is not None and not self.connection.is_closed
+
+    def stop(self) -> None:
+        """Stop after the fires being published now are confirmed."""
+        self._stop.set()
+        self._wake.set()
+
+    def reload(self) -> bool:
+        """Load the schedules file again; an invalid file is logged and the old set kept."""
+        self._stamp = file_stamp(self.settings.schedules_file)
+        try:
+            schedules = load_schedules(self.settings.schedules_file, self.settings)
+        except ScheduleError as error:
+            _log_rejected(error)
+            return False
+        self.schedules = schedules
+        self._wake.set()
+        log.info("schedules reloaded", file=schedules.source, count=len(schedules.schedules))
+        return True
+
+    async def run(self) -> None:
+        """Run until ``stop()``: watch the file and campaign for leadership."""
+        log.info(
+            "scheduler started",
+            identity=identity(),
+            schedules=[s.name for s in self.schedules.schedules],
+            broker=self.settings.safe_url,
+        )
+        watcher = asyncio.create_task(self._watch_file())
+        try:
+            await self._campaign()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        log.info("scheduler stopped")
+
+    async def _watch_file(self) -> None:
+        poll = self.settings.schedules_poll_seconds
+        while poll > 0:
+            await asyncio.sleep(poll)
+            if file_stamp(self.settings.schedules_file) != self._stamp:
+                self.reload()
+
+    async def _campaign(self) -> None:
+        retry = self.settings.leader_retry_seconds
+        while not self._stop.is_set():
+            try:
+                await self._session()
+            except TopologyError:
+                raise
+            except PUBLISH_ERRORS as error:
+                log.warning(
+                    "not leading: cannot reach the broker or lost the connection; trying again",
+                    error=f"{type(error).__name__}: {error}",
+                    retry_in_s=retry,
+                )
+            self.leading.clear()
+            LEADER.set(0)
+            await wait_for_event(self._stop, retry)
+
+    async def _session(self) -> None:
+        connection = await open_connection(self.settings)
+        self.connection = connection
+        try:
+            if await self._stand_by(connection):
+                await self._lead(connection)
+        finally:
+            self.connection = None
+            await connection.close()  # frees the leader queue at once
+
+    async def _stand_by(self, connection: AbstractConnection) -> bool:
+        announced = False
+        while not self._stop.is_set():
+            if await try_lead(connection, self.names):
+                return True
+            if not announced:
+                log.info("standing by: another scheduler leads", queue=self.names.leader_queue)
+                announced = True
+            await wait_for_event(self._stop, self.settings.leader_retry_seconds)
+        return False
+
+    async def _lead(self, connection: AbstractConnection) -> None:
+        lost = watch_connection(connection)
+        log.info("leading", identity=identity(), queue=self.names.leader_queue)
+        loop = asyncio.create_task(self._fire_loop(connection))
+        watch = asyncio.create_task(lost.wait())
+        try:
+            await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not loop.done():
+                # Fenced: nothing more may be published once the connection is gone.
+                loop.cancel()
+            await asyncio.gather(loop, watch, return_exceptions=True)
+            self.leading.clear()
+            LEADER.set(0)
+        if loop.cancelled():
+            raise LeadershipLost("the leader's connection closed")
+        loop.result()
+
+    async def _fire_loop(self, connection: AbstractConnection) -> None:
+        publisher = FirePublisher(connection, self.names, self.settings.queue_type)
+        watermark = Watermark(await publisher.open(), self.names, self.settings.queue_type)
+        await watermark.declare()
+        cursor = await self._start_cursor(watermark)
+        heap = FireHeap(self.schedules, cursor)
+        self.leading.set()
+        LEADER.set(1)
+        while not self._stop.is_set():
+            if heap.schedules is not self.schedules:
+                heap = FireHeap(self.schedules, cursor)
+            now = max(self._clock(), cursor)
+            batch = heap.pop_due(now)
+            if batch:
+                if not await self._settle(batch, publisher):
+                    return
+                cursor = now
+                await watermark.write(cursor)
+                self.settled_up_to = cursor
+            await self._sleep_until(heap.next_time())
+
+    async def _start_cursor(self, watermark: Watermark) -> datetime:
+        stored = await watermark.read()
+        now = self._clock()
+        if stored is None:
+            log.info("no watermark: nothing to catch up", now=utc_text(now))
+            stored = now
+        else:
+            behind = round((now - stored).total_seconds(), 3)
+            log.info("catching up from the watermark", watermark=utc_text(stored), behind_s=behind)
+        await watermark.write(stored)  # a fresh copy: reads never pile up on one message
+        self.settled_up_to = stored
+        return stored
+
+    async def _settle(self, batch: Batch, publisher: FirePublisher) -> bool:
+        for skipped in batch.skipped:
+            MISSED_FIRES.labels(schedule=skipped.schedule.name).inc()
+            log.warning(
+                "fire skipped",
+                schedule=skipped.schedule.name,
+                run_id=skipped.schedule.run_id(skipped.fire),
+                scheduled_for=utc_text(skipped.fire),
+                reason=skipped.reason,
+            )
+        for schedule, oldest in batch.unlisted:
+            log.warning(
+                "more fires skipped",
+                schedule=schedule.name,
+                before=utc_text(oldest),
+                reason="missed by more than misfire_grace_seconds",
+            )
+        if not await self._publish_all(batch.publish, publisher):
+            log.warning("stopped before every due fire was confirmed; the next leader has them")
+            return False
+        return True
+
+    async def _publish_all(
+        self, fires: list[tuple[datetime, Schedule]], publisher: FirePublisher
+    ) -> bool:
+        # Schedules publish side by side, many confirms in flight at once; each schedule's
+        # own fires stay in order. The first error (a lost connection) stops every chain.
+        if not fires:
+            return True
+        window = asyncio.Semaphore(PUBLISH_WINDOW)
+        chains: dict[str, list[tuple[datetime, Schedule]]] = {}
+        for fire, schedule in fires:
+            chains.setdefault(schedule.name, []).append((fire, schedule))
+        tasks = [
+            asyncio.create_task(self._publish_chain(chain, publisher, window))
+            for chain in chains.values()
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in tasks:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
+        return all(not task.cancelled() and task.result() for task in tasks)
+
+    async def _publish_chain(
+        self,
+        chain: list[tuple[datetime, Schedule]],
+        publisher: FirePublisher,
+        window: asyncio.Semaphore,
+    ) -> bool:
+        for fire, schedule in chain:
+            async with window:
+                if not await publisher.publish(schedule, fire, self._stop):
+                    return False
+        return True
+
+    async def _sleep_until(self, target: datetime | None) -> None:
+        seconds = MAX_SLEEP_SECONDS
+        if target is not None:
+            seconds = min(max((target - self._clock()).total_seconds(), 0.0), seconds)
+        await wait_for_event(self._wake, seconds)
+        self._wake.clear()
+
+
+def _log_rejected(error: ScheduleError) -> None:
+    log.error(
+        "schedules not reloaded: the file is invalid; the previous schedules keep running",
+        file=error.source,
+        problems=error.problems,
+    )

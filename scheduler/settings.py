@@ -1,0 +1,40 @@
+"""Scheduler settings: the shared ones plus the schedules file, leadership and reloading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from topology.settings import CronSettings
+
+
+class SchedulerSettings(CronSettings):
+    """Settings of ``python -m scheduler``."""
+
+    schedules_file: Path = Field(
+        Path("schedules.toml"), description="TOML file of schedules (see examples/)."
+    )
+    schedules_poll_seconds: float = Field(
+        5.0,
+        ge=0,
+        le=3600,
+        description="How often the file's mtime is checked for a reload; 0: only on SIGHUP.",
+    )
+    scheduler_heartbeat_seconds: int = Field(
+        5,
+        ge=1,
+        le=600,
+        description="AMQP heartbeat of the scheduler: a silent leader is replaced after ~2x.",
+    )
+    leader_retry_seconds: float = Field(
+        3.0,
+        gt=0,
+        le=600,
+        description="How often a standby tries to take over, and to reconnect after a loss.",
+    )
+    task_timeout_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="The workers' default attempt timeout; --check uses it for worst cases.",
+    )

@@ -1,0 +1,137 @@
+"""One ``[[schedule]]`` table as written in the schedules file, field by field."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, tzinfo
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from scheduler.timing import CronTiming, load_zone, parse_interval, utc_text
+from topology.plan import MAX_DELAY_MS, RetryPlan
+from topology.settings import CronSettings
+from worker.errors import PermanentError
+from worker.http import parse_request
+
+Concurrency = Literal["Allow", "Forbid", "Replace"]
+CatchUp = Literal["skip", "latest", "all"]
+DEFAULT_GRACE_SECONDS = 3600.0
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+class RetrySpec(BaseModel):
+    """A schedule's own retry plan; unset fields fall back to the CRON_* defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int | None = Field(None, ge=0, le=50)
+    delay_ms: int | None = Field(None, ge=0, le=MAX_DELAY_MS)
+    multiplier: float | None = Field(None, ge=1.0, le=100.0)
+    max_delay_ms: int | None = Field(None, ge=0, le=MAX_DELAY_MS)
+
+    def plan(self, defaults: CronSettings) -> RetryPlan:
+        """The plan with this block's values over the defaults."""
+        return RetryPlan.exponential(
+            defaults.max_retries if self.max_retries is None else self.max_retries,
+            defaults.retry_delay_ms if self.delay_ms is None else self.delay_ms,
+            self.multiplier or defaults.retry_delay_multiplier,
+            defaults.retry_max_delay_ms if self.max_delay_ms is None else self.max_delay_ms,
+        )
+
+
+class ScheduleSpec(BaseModel):
+    """One ``[[schedule]]`` table as written in the file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    cron: str | None = None
+    every: str | None = None
+    timezone: str | None = None
+    task: str = Field(min_length=1, max_length=200)
+    payload: JsonValue = None
+    timeout_seconds: float | None = Field(None, gt=0)
+    retry: RetrySpec | None = None
+    concurrency: Concurrency = "Allow"
+    catch_up: CatchUp = "latest"
+    misfire_grace_seconds: float = Field(DEFAULT_GRACE_SECONDS, ge=0)
+    enabled: bool = True
+    start_at: datetime | None = None
+    stop_at: datetime | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not (0 < len(value) <= 100 and set(value) <= _NAME_CHARS and value[0].isalnum()):
+            raise ValueError(
+                f"{value!r}: use 1-100 letters, digits, '_', '.' or '-', starting with a "
+                "letter or digit (the name is part of run ids and queue names)"
+            )
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            CronTiming(value)
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _check_every(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_interval(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            load_zone(value)
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _check_payload(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        if info.data.get("task") == "http":
+            try:
+                parse_request(value)
+            except PermanentError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> ScheduleSpec:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("cron, every: give exactly one of them")
+        if self.every is not None and self.timezone is not None:
+            raise ValueError("timezone: applies to cron schedules only; intervals run in UTC")
+        start, stop = self.bounds()
+        if start is not None and stop is not None and stop <= start:
+            raise ValueError(f"stop_at: {utc_text(stop)} is not after start_at {utc_text(start)}")
+        return self
+
+    @property
+    def zone(self) -> tzinfo:
+        """Time zone of the cron expression and of local ``start_at``/``stop_at``."""
+        return load_zone(self.timezone) if self.timezone else UTC
+
+    def bounds(self) -> tuple[datetime | None, datetime | None]:
+        """``start_at`` and ``stop_at`` as UTC; local times are read in the schedule's zone."""
+        return _aware(self.start_at, self.zone), _aware(self.stop_at, self.zone)
+
+
+def _aware(moment: datetime | None, zone: tzinfo) -> datetime | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone)
+    return moment.astimezone(UTC)

@@ -1,0 +1,74 @@
+"""What the ops scripts share: exit codes, log lines on stderr, and a progress bar."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import TextIO
+
+import structlog
+
+EXIT_OK = 0
+#: Some records could not be moved, none matched where one was asked for, or the user declined.
+EXIT_PARTIAL = 1
+EXIT_USAGE = 2
+EXIT_BROKER = 3
+
+#: Runs over this many messages show progress (a bar on a terminal, a line per tenth otherwise).
+PROGRESS_FROM = 300
+
+
+def log_to_stderr(level: str = "INFO") -> None:
+    """Send the library's log lines to stderr, so stdout stays the command's output."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+class ProgressBar:
+    """A progress bar on stderr for large runs; silent for small ones."""
+
+    WIDTH = 30
+
+    def __init__(self, label: str, stream: TextIO | None = None, enabled: bool = True) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = self.stream.isatty()
+        self._drawn_at = 0.0
+        self._tenth = -1
+        self._open = False
+
+    def __call__(self, done: int, total: int) -> None:
+        """Show that ``done`` of ``total`` messages were handled."""
+        if not self.enabled or total < PROGRESS_FROM:
+            return
+        if self.tty:
+            self._draw(done, total)
+        elif done * 10 // total > self._tenth:
+            self._tenth = done * 10 // total
+            print(f"{self.label}: {done}/{total}", file=self.stream, flush=True)
+
+    def _draw(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._drawn_at < 0.1:
+            return
+        self._drawn_at = now
+        filled = self.WIDTH * done // total
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total}")
+        self.stream.flush()
+        self._open = True
+
+    def close(self) -> None:
+        """End the bar's line so the summary starts on a line of its own."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Inspect and recover failed tasks: ``python scripts/failed.py list|show|replay|purge|export``.
+
+The failed queue is the store of record: ``list``, ``show`` and ``export`` read it without
+removing anything (records go back in order); only ``replay`` and ``purge`` take records
+out, and only those matching the filters. Exit codes: 0 all went well, 1 some records could
+not be moved (or none matched, or the purge was declined), 2 usage error, 3 broker trouble.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import orjson
+from _cli import (
+    EXIT_BROKER,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    ProgressBar,
+    log_to_stderr,
+)
+from _failed_view import full, table
+
+from scheduler.schedules import ScheduleError, load_schedules
+from scheduler.settings import SchedulerSettings
+from topology.amqp import BrokerUnavailable, connect
+from topology.declare import TopologyError, declare_topology
+from topology.failed import FailedRecord, RecordFilter, parse_since
+from topology.failed_queue import purge_records, read_records, restore_records
+from topology.inspect import counts
+from topology.names import Names
+from topology.plan import PlanError, RetryPlan
+from topology.replay import Replayer, ReplayOptions, Tally, replay_plan
+from topology.settings import CronSettings, SettingsError, load_settings
+
+Command = Callable[[CronSettings, argparse.Namespace], Coroutine[Any, Any, int]]
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+class UsageError(ValueError):
+    """Bad command-line input."""
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("filters (patterns may use * and ?)")
+    group.add_argument("--schedule", help="schedule name, e.g. 'billing-*'")
+    group.add_argument("--task", help="task name, e.g. http")
+    group.add_argument("--reason", help="exact reason, e.g. retries-exhausted, unknown-task")
+    group.add_argument("--since", help="failed at or after: an age (30m, 2h, 7d) or ISO time")
+    group.add_argument("--run-id", help="run id, e.g. 'nightly@2026-01-31*'")
+    group.add_argument("--limit", type=int, help="handle at most this many matching records")
+
+
+def _plan_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "retry plan (default: the schedule's plan, else the CRON_* defaults)"
+    )
+    group.add_argument("--max-retries", type=int, help="retries after the first attempt")
+    group.add_argument("--delay-ms", type=int, help="delay before the first retry")
+    group.add_argument("--multiplier", type=float, help="growth of each further delay")
+
+
+def _reading(sub: Subcommands) -> None:
+    listing = sub.add_parser("list", help="table of failed tasks (nothing is removed)")
+    _filters(listing)
+    listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
+    show = sub.add_parser("show", help="everything about the records of one run id")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="the records as JSON")
+    export = sub.add_parser("export", help="write matching records as JSON Lines")
+    _filters(export)
+    export.add_argument("--out", metavar="FILE", required=True, help="new file, or - for stdout")
+
+
+def _moving(sub: Subcommands) -> None:
+    replay = sub.add_parser("replay", help="move matching records back to the tasks exchange")
+    _filters(replay)
+    _plan_options(replay)
+    replay.add_argument("--all", action="store_true", help="replay every record")
+    replay.add_argument("--dry-run", action="store_true", help="count, move nothing")
+    replay.add_argument("--rate", type=float, help="at most this many records a second")
+    replay.add_argument(
+        "--reconnect-seconds", type=float, default=60.0, help="wait this long for a lost broker"
+    )
+    purge = sub.add_parser("purge", help="delete matching records for good")
+    _filters(purge)
+    purge.add_argument("--all", action="store_true", help="purge every record")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.add_argument("--export", metavar="FILE", help="write them as JSON Lines first")
+    restore = sub.add_parser("restore", help="put exported records back in the failed queue")
+    restore.add_argument("file", metavar="FILE", help="a file written by export or purge")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per operation."""
+    parser = argparse.ArgumentParser(
+        prog="failed.py",
+        description="Inspect, replay, export and purge the failed tasks of CRON_NAMESPACE.",
+        epilog="exit codes: 0 all went well, 1 some records not moved (or none found, or the "
+        "purge declined), 2 usage error, 3 broker unreachable",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _reading(sub)
+    _moving(sub)
+    return parser
+
+
+def selection(args: argparse.Namespace) -> RecordFilter:
+    """The filters of the command line; replay and purge need one, or --all."""
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if args.command == "show":
+        return RecordFilter(run_id=args.run_id)
+    since = getattr(args, "since", None)
+    select = RecordFilter(
+        schedule=getattr(args, "schedule", None),
+        task=getattr(args, "task", None),
+        reason=getattr(args, "reason", None),
+        run_id=getattr(args, "run_id", None),
+        since=parse_since(since) if since else None,
+    )
+    if args.command in ("replay", "purge") and select.selects_all and not args.all:
+        raise UsageError(
+            f"{args.command} needs a filter (--schedule, --task, --reason, --since, --run-id) "
+            "or --all to take every record"
+        )
+    return select
+
+
+def override_plan(args: argparse.Namespace, settings: CronSettings) -> RetryPlan | None:
+    """The plan from --max-retries/--delay-ms/--multiplier, filled from CRON_*; None if unset."""
+    if args.max_retries is None and args.delay_ms is None and args.multiplier is None:
+        return None
+    retries = settings.max_retries if args.max_retries is None else args.max_retries
+    delay = settings.retry_delay_ms if args.delay_ms is None else args.delay_ms
+    factor = settings.retry_delay_multiplier if args.multiplier is None else args.multiplier
+    if not 0 <= retries <= 50 or delay < 0 or factor < 1:
+        raise UsageError("need 0 <= --max-retries <= 50, --delay-ms >= 0 and --multiplier >= 1")
+    return RetryPlan.exponential(retries, delay, factor, settings.retry_max_delay_ms)
+
+
+def schedule_plans(settings: SchedulerSettings) -> Mapping[str, RetryPlan] | None:
+    """Each schedule's own retry plan from CRON_SCHEDULES_FILE; None when there is no file."""
+    path = settings.schedules_file
+    if not path.exists():
+        if "schedules_file" in settings.model_fields_set:
+            raise UsageError(f"CRON_SCHEDULES_FILE {path} does not exist")
+        return None
+    try:
+        return load_schedules(path, settings).plans()
+    except ScheduleError as error:
+        raise UsageError(f"{error}\n(replay reads each schedule's retry plan from it)") from None
+
+
+def check_new_file(path: str | None) -> None:
+    """Refuse to overwrite a file: an earlier export may be the only copy of purged records."""
+    if path and path != "-" and Path(path).exists():
+        raise UsageError(f"{path} already exists; choose a new file name")
+
+
+def write_jsonl(path: str, records: list[FailedRecord]) -> None:
+    """Write records as JSON Lines and make sure they reached the disk."""
+    lines = b"".join(orjson.dumps(record.to_json()) + b"\n" for record in records)
+    if path == "-":
+        sys.stdout.buffer.write(lines)
+        sys.stdout.flush()
+        return
+    with open(path, "xb") as out:
+        out.write(lines)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """Records of an export file, checked whole before anything is published."""
+    records = []
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+    for number, line in enumerate(lines, 1):
+        try:
+            data = orjson.loads(line) if line.strip() else None
+        except orjson.JSONDecodeError as error:
+            raise UsageError(f"{path}:{number}: not JSON ({error}); is it an export?") from None
+        if data is not None and not (isinstance(data, dict) and "reason" in data):
+            raise UsageError(f"{path}:{number}: not an exported record")
+        if data is not None:
+            records.append(data)
+    return records
+
+
+async def _with_connection(
+    settings: CronSettings, work: Callable[..., Any], declare: bool = False
+) -> Any:
+    # Commands that only look (or remove) never create queues: a mistyped CRON_NAMESPACE
+    # is an error, not a new empty namespace.
+    connection = await connect(settings, "warren-failed-script")
+    names = Names(settings.namespace)
+    async with connection:
+        if declare:
+            channel = await connection.channel()
+            await declare_topology(channel, names, settings.queue_type, settings.delivery_limit)
+            await channel.close()
+        elif await counts(connection, names.failed_queue) is None:
+            raise UsageError(
+                f"there is no queue {names.failed_queue!r} on {settings.safe_url}; "
+                "check CRON_NAMESPACE and CRON_AMQP_URL"
+            )
+        return await work(connection, names)
+
+
+async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Print the matching records as a table or JSON."""
+    bar = ProgressBar("reading")
+    records = await _with_connection(
+        settings,
+        lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
+    )
+    bar.close()
+    if args.json:
+        print(orjson.dumps([r.summary() for r in records], option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(table(records))
+    print(f"{len(records)} matching record(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Print every record of one run id in full."""
+    records = await _with_connection(
+        settings, lambda conn, names: read_records(conn, names, selection(args))
+    )
+    if not records:
+        print(f"failed.py: no failed record with run id {args.run_id!r}", file=sys.stderr)
+        return EXIT_PARTIAL
+    if args.json:
+        print(orjson.dumps([r.to_json() for r in records], option=orjson.OPT_INDENT_2).decode())
+    else:
+        print("\n\n".join(full(record) for record in records))
+    return EXIT_OK
+
+
+async def cmd_export(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Write the matching records as JSON Lines; the queue keeps them."""
+    bar = ProgressBar("exporting")
+    records = await _with_connection(
+        settings,
+        lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
+    )
+    bar.close()
+    write_jsonl(args.out, records)
+    print(f"exported {len(records)} record(s) to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def confirm(count: int, queue: str, export: str | None) -> bool:
+    """Ask on the terminal before records are deleted."""
+    kept = f" (saved to {export} first)" if export else " (no export: this cannot be undone)"
+    print(f"purge {count} record(s) from {queue}{kept}? [y/N] ", end="", file=sys.stderr)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+async def cmd_purge(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Delete the matching records, after confirmation and the export if asked."""
+    select, names = selection(args), Names(settings.namespace)
+    limit = args.limit
+    if not args.yes:
+        found = await _with_connection(
+            settings, lambda conn, n: read_records(conn, n, select, limit)
+        )
+        if not found:
+            print("nothing matches: nothing purged", file=sys.stderr)
+            return EXIT_OK
+        if not confirm(len(found), names.failed_queue, args.export):
+            print("not confirmed: nothing purged", file=sys.stderr)
+            return EXIT_PARTIAL
+        limit = len(found)  # never more than the user agreed to
+    bar = ProgressBar("purging")
+    export = (lambda records: write_jsonl(args.export, records)) if args.export else None
+    tally = await _with_connection(
+        settings, lambda conn, n: purge_records(conn, n, select, limit, bar, export)
+    )
+    bar.close()
+    print(f"purged {tally.moved} record(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+def replay_summary(tally: Tally, dry_run: bool) -> str:
+    """One line saying what a replay did."""
+    if dry_run:
+        return f"would replay {tally.moved} record(s) (dry run: nothing moved)"
+    line = f"replayed {tally.moved} of {tally.matched} matching record(s)"
+    if tally.failed:
+        line += f"; {tally.failed} could not be moved and stay in the failed queue"
+    if tally.reconnects:
+        line += f"; resumed after {tally.reconnects} broker reconnect(s)"
+    return line
+
+
+async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Move the matching records back to the tasks exchange with a fresh retry plan."""
+    assert isinstance(settings, SchedulerSettings)
+    override = override_plan(args, settings)
+    plans = None if override else schedule_plans(settings)
+    default = settings.default_plan()
+    bar = ProgressBar("replaying")
+    options = ReplayOptions(
+        select=selection(args),
+        plan_for=lambda r: replay_plan(
+            r.schedule, default=default, override=override, schedule_plans=plans
+        ),
+        limit=args.limit,
+        rate=args.rate,
+        dry_run=args.dry_run,
+        reconnect_seconds=args.reconnect_seconds,
+        progress=bar,
+    )
+    tally = await Replayer(settings, options).run()
+    bar.close()
+    print(replay_summary(tally, args.dry_run), file=sys.stderr)
+    for error in tally.errors[:20]:
+        print(f"  {error}", file=sys.stderr)
+    return EXIT_PARTIAL if tally.failed or tally.errors else EXIT_OK
+
+
+async def cmd_restore(settings: CronSettings, args: argparse.Namespace) -> int:
+    """Publish the records of an export file back into the failed queue."""
+    exported = read_jsonl(args.file)
+    count = await _with_connection(
+        settings, lambda conn, names: restore_records(conn, names, exported), declare=True
+    )
+    print(f"restored {count} record(s) to the failed queue", file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Command] = {
+    "list": cmd_list,
+    "show": cmd_show,
+    "replay": cmd_replay,
+    "purge": cmd_purge,
+    "export": cmd_export,
+    "restore": cmd_restore,
+}
+
+
+def validate(args: argparse.Namespace, settings: SchedulerSettings) -> None:
+    """Check the whole command line before connecting, so usage errors exit 2 at once."""
+    selection(args)
+    if args.command == "replay":
+        if override_plan(args, settings) is None:
+            schedule_plans(settings)
+        if args.rate is not None and args.rate <= 0:
+            raise UsageError("--rate must be a positive number of records a second")
+    check_new_file(getattr(args, "out", None) or getattr(args, "export", None))
+    if args.command == "restore":
+        read_jsonl(args.file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        # The scheduler's settings: replay reads each schedule's plan from its file.
+        settings = load_settings(SchedulerSettings)
+        validate(args, settings)
+    except (SettingsError, UsageError, PlanError, ValueError) as error:
+        print(f"failed.py: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    log_to_stderr(settings.log_level)
+    try:
+        return asyncio.run(COMMANDS[args.command](settings, args))
+    except UsageError as error:
+        print(f"failed.py: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (BrokerUnavailable, TopologyError) as error:
+        print(f"failed.py: {error}", file=sys.stderr)
+        return EXIT_BROKER
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Helpers for the failed-task tests: records put straight in the failed queue, scripts run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import orjson
+
+from tests.conftest import TestBroker
+from tests.helpers import envelope
+from topology.envelope import CONTENT_TYPE, Envelope
+from topology.names import FAILED_KEY
+from topology.records import Failure, failure_headers
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def put_failed(
+    broker: TestBroker,
+    count: int = 1,
+    *,
+    task: str = "job",
+    schedule: str | None = None,
+    reason: str = "retries-exhausted",
+    attempts: int = 4,
+    failed_at: datetime | None = None,
+) -> list[Envelope]:
+    """Publish failure records as the worker does: to the DLX, so failed and monitor get one."""
+    await broker.declare()
+    channel = await broker.connection.channel(publisher_confirms=True)
+    dlx = await channel.get_exchange(broker.names.dlx)
+    envelopes = []
+    for n in range(count):
+        env = envelope(task, {"n": n}, schedule=schedule)
+        failure = Failure(reason, f"RuntimeError: failure {n}", attempts)
+        message = aio_pika.Message(
+            env.encode(),
+            headers=failure_headers(env.headers(), "final", failure, failed_at),
+            message_id=env.run_id,
+            content_type=CONTENT_TYPE,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        await dlx.publish(message, FAILED_KEY, mandatory=True)
+        envelopes.append(env)
+    await channel.close()
+    return envelopes
+
+
+async def ids_in(broker: TestBroker, queue: str) -> list[str]:
+    """Message ids of a queue, head first; the queue keeps its messages."""
+    return [m.message_id for m in await broker.get_all(queue)]
+
+
+def script_env(broker: TestBroker, **extra: str) -> dict[str, str]:
+    """Environment of a script working in the test's namespace."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
+    env.update(
+        CRON_NAMESPACE=broker.names.namespace,
+        CRON_AMQP_URL=broker.url,
+        CRON_QUEUE_TYPE=broker.queue_type,
+        **extra,
+    )
+    return env
+
+
+def run_script(
+    broker: TestBroker, script: str, *args: str, stdin: str = "", **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``scripts/<script>`` to completion in the test's namespace."""
+    return subprocess.run(
+        [sys.executable, f"scripts/{script}", *args],
+        cwd=ROOT,
+        env=script_env(broker, **extra),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def json_out(result: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON a script printed, after checking it succeeded."""
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(result.stdout)

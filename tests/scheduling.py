@@ -1,0 +1,152 @@
+"""Helpers of the scheduler and overlap tests: settings, schedules files, processes, logs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from scheduler.schedules import ScheduleSet, parse_schedules
+from scheduler.settings import SchedulerSettings
+from tests.conftest import TestBroker
+from topology.envelope import Envelope
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scheduler_settings(broker: TestBroker, path: Path, **overrides: Any) -> SchedulerSettings:
+    """Scheduler settings for the test's namespace, with quick failover."""
+    values: dict[str, Any] = {
+        "namespace": broker.names.namespace,
+        "amqp_url": broker.url,
+        "schedules_file": path,
+        "leader_retry_seconds": 0.2,
+        "schedules_poll_seconds": 0,
+        "log_format": "console",
+    }
+    values.update(overrides)
+    return SchedulerSettings(**values)
+
+
+def write_schedules(broker: TestBroker, path: Path, text: str) -> ScheduleSet:
+    """Write a schedules file, validate it, and register its plans for cleanup."""
+    path.write_text(text, encoding="utf-8")
+    schedules = parse_schedules(text, scheduler_settings(broker, path), str(path))
+    for schedule in schedules.schedules:
+        broker.plan_keys.update(step.key for step in schedule.plan.suffixes())
+    return schedules
+
+
+async def published(broker: TestBroker) -> list[tuple[Any, Envelope]]:
+    """Every message in the main queue with its decoded envelope, oldest first."""
+    messages = await broker.get_all(broker.names.main_queue)
+    return [(message, Envelope.decode(message.body)) for message in messages]
+
+
+async def fire_times(broker: TestBroker, schedule: str | None = None) -> list[datetime]:
+    """Scheduled times of the published fires (of one schedule), in publish order."""
+    return [
+        env.scheduled_for
+        for _, env in await published(broker)
+        if schedule is None or env.schedule == schedule
+    ]
+
+
+async def wait_published(broker: TestBroker, count: int, timeout: float = 15) -> None:
+    """Wait until the main queue holds at least ``count`` fires."""
+    await broker.wait_depth(broker.names.main_queue, count, timeout)
+
+
+def env_for(broker: TestBroker, **extra: str) -> dict[str, str]:
+    """Environment of a subprocess in the test's namespace, logging JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
+    env.update(
+        CRON_NAMESPACE=broker.names.namespace,
+        CRON_AMQP_URL=broker.url,
+        CRON_LOG_FORMAT="json",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+class Process:
+    """A project process whose JSON log lines are collected as they come."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.events: list[dict[str, Any]] = []
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, args: list[str], env: dict[str, str]) -> Process:
+        """Start ``python <args>`` in the repository root."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            with suppress(orjson.JSONDecodeError):
+                event = orjson.loads(line)
+                if isinstance(event, dict):
+                    self.events.append(event)
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        """Log events with this message."""
+        return [e for e in self.events if e.get("event") == event]
+
+    async def wait_event(self, event: str, count: int = 1, timeout: float = 15) -> None:
+        """Wait until the process logged ``event`` at least ``count`` times."""
+        async with asyncio.timeout(timeout):
+            while len(self.named(event)) < count:
+                if self.proc.returncode is not None:
+                    raise AssertionError(f"process exited {self.proc.returncode}: {self.events}")
+                await asyncio.sleep(0.02)
+
+    async def stop(self, timeout: float = 15) -> int:
+        """SIGTERM, then wait for the exit code and the last log lines."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.wait_for(self._reader, timeout)
+        return code
+
+    async def kill(self) -> None:
+        """SIGKILL: the process dies without closing anything."""
+        self.proc.kill()
+        await self.proc.wait()
+        await self._reader
+
+
+class Spawner:
+    """Starts processes for one test and kills, by their own handles, any left running."""
+
+    def __init__(self) -> None:
+        self.started: list[Process] = []
+
+    async def __call__(self, args: list[str], env: dict[str, str]) -> Process:
+        """Start a process and remember it."""
+        process = await Process.start(args, env)
+        self.started.append(process)
+        return process
+
+    async def kill_all(self) -> None:
+        """Kill every process of the test that is still running."""
+        for process in self.started:
+            if process.proc.returncode is None:
+                await process.kill()

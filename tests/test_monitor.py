@@ -1,0 +1,212 @@
+"""The monitor against a real broker and a real local webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from structlog.testing import capture_logs
+
+from tests.conftest import TestBroker, plan
+from tests.failed_records import ROOT, put_failed
+from tests.helpers import envelope, publish
+from tests.webhook import Endpoint, serve
+from worker.monitor import Monitor, MonitorSettings
+from worker.monitor.alerts import Condition, Digest, FailureEvent
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
+    """Start in-process monitors on the test's namespace; all are stopped afterwards."""
+    started: list[tuple[Monitor, asyncio.Task[None]]] = []
+
+    async def start(clock: Any = time.monotonic, **overrides: Any) -> Monitor:
+        values: dict[str, Any] = {
+            "namespace": broker.names.namespace,
+            "amqp_url": broker.url,
+            "queue_type": broker.queue_type,
+            "log_format": "console",
+            "alert_group_wait_seconds": 0,
+            "alert_min_interval_seconds": 0,
+        }
+        monitor = Monitor(
+            MonitorSettings(**{**values, **overrides}), clock=clock, retry_base_seconds=0.05
+        )
+        task = asyncio.create_task(monitor.run())
+        started.append((monitor, task))
+        ready = asyncio.create_task(monitor.ready.wait())
+        await asyncio.wait({ready, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        return monitor
+
+    yield start
+    for monitor, task in started:
+        monitor.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def bodies(endpoint: Endpoint, delivered_from: int = 0) -> list[dict[str, Any]]:
+    """JSON bodies the webhook received, from request number ``delivered_from`` on."""
+    return [orjson.loads(body) for _, _, body in endpoint.requests[delivered_from:]]
+
+
+async def test_a_failed_task_is_logged_once_and_alerted_with_its_fields(
+    broker: TestBroker, run_monitor: Any
+) -> None:
+    """One ERROR line and one alert with run id, schedule, task, attempts, reason and time."""
+    with serve(Endpoint()) as endpoint, capture_logs() as logs:
+        await run_monitor(alert_webhook_url=endpoint.url)
+        [env] = await put_failed(broker, 1, schedule="nightly", task="report")
+        await broker.wait_until(lambda: len(endpoint.requests) >= 1)
+    [alert] = bodies(endpoint)
+    fields = ("run_id", "schedule", "task", "attempts", "reason")
+    assert [alert[f] for f in fields] == [env.run_id, "nightly", "report", 4, "retries-exhausted"]
+    assert alert["failed_at"] and env.run_id in alert["text"] and alert["count"] == 1
+    [line] = [e for e in logs if e["event"] == "task failed"]
+    assert line["log_level"] == "error" and line["run_id"] == env.run_id
+    assert (line["schedule"], line["attempts"], line["failed_at"]) == (
+        "nightly",
+        4,
+        alert["failed_at"],
+    )
+    assert await broker.depth(broker.names.monitor_queue) == 0
+    assert await broker.depth(broker.names.failed_queue) == 1
+
+
+async def test_a_burst_of_500_failures_sends_a_handful_of_alerts_with_counts(
+    broker: TestBroker, run_monitor: Any
+) -> None:
+    """Grouping and the minimum interval turn 500 failures into at most 3 alerts."""
+    with serve(Endpoint()) as endpoint:
+        await run_monitor(
+            alert_webhook_url=endpoint.url,
+            alert_group_wait_seconds=0.3,
+            alert_min_interval_seconds=3,
+        )
+        await put_failed(broker, 500, schedule="hourly")
+        await broker.wait_until(lambda: sum(b["count"] for b in bodies(endpoint)) >= 500, 20)
+    alerts = bodies(endpoint)
+    assert len(alerts) <= 3
+    assert sum(a["count"] for a in alerts) == 500
+    assert alerts[-1]["by_schedule"] == {"hourly": alerts[-1]["count"]}
+    assert await broker.depth(broker.names.failed_queue) == 500
+
+
+async def test_monitoring_goes_on_while_the_webhook_answers_500(
+    broker: TestBroker, run_monitor: Any
+) -> None:
+    """Failures are logged and acked during the outage; the alert arrives when it ends."""
+    outage = 6  # retried after 0.05, 0.1, 0.2 ... 1.6 s: about 3 s of 500s
+    with serve(Endpoint(statuses=[500] * outage + [200])) as endpoint, capture_logs() as logs:
+        await run_monitor(alert_webhook_url=endpoint.url)
+        await put_failed(broker, 20)
+        await broker.wait_until(lambda: len([e for e in logs if e["event"] == "task failed"]) == 20)
+        assert await broker.depth(broker.names.monitor_queue) == 0
+        assert len(endpoint.requests) < outage  # all of it while the webhook still fails
+        await broker.wait_until(lambda: len(endpoint.requests) > outage, 15)
+    assert sum(a["count"] for a in bodies(endpoint, delivered_from=outage)) == 20
+    assert any(e["event"].startswith("alert refused") for e in logs)
+    assert await broker.depth(broker.names.failed_queue) == 20
+
+
+async def test_a_deep_failed_queue_alerts_and_clears_with_a_recovery_message(
+    broker: TestBroker, run_monitor: Any
+) -> None:
+    """Past the threshold an ALERT is sent; once the queue is emptied, a RESOLVED one."""
+    with serve(Endpoint()) as endpoint:
+        await run_monitor(
+            alert_webhook_url=endpoint.url, failed_alert_threshold=2, monitor_interval_seconds=0.1
+        )
+        await put_failed(broker, 3)
+        await broker.wait_until(lambda: _conditions(endpoint, "failed-queue") == ["firing"])
+        await broker.get_all(broker.names.failed_queue, ack=True)
+        await broker.wait_until(
+            lambda: _conditions(endpoint, "failed-queue") == ["firing", "resolved"]
+        )
+    assert "RESOLVED" in bodies(endpoint)[-1]["text"]
+
+
+def _conditions(endpoint: Endpoint, name: str) -> list[str]:
+    return [c["status"] for b in bodies(endpoint) for c in b["conditions"] if c["name"] == name]
+
+
+async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
+    broker: TestBroker, run_monitor: Any
+) -> None:
+    """The same head past TTL plus margin is a stall; the broker cannot stall on demand,
+    so the monitor's clock is moved an hour ahead instead."""
+    await publish(broker, envelope("job"), plan(60_000))
+    channel = await broker.channel()
+    main = await channel.declare_queue(broker.names.main_queue, passive=True)
+    message = await main.get(timeout=5)
+    assert message is not None
+    await message.reject(requeue=False)  # now waiting 60 s in the retry queue
+    retry = broker.names.retry_queue("1m")
+    await broker.wait_depth(retry, 1)
+    offset = [0.0]
+    with serve(Endpoint()) as endpoint:
+        await run_monitor(
+            clock=lambda: time.monotonic() + offset[0],
+            alert_webhook_url=endpoint.url,
+            monitor_interval_seconds=0.1,
+            max_retries=1,
+            retry_delay_ms=60_000,
+        )
+        await asyncio.sleep(0.5)  # a few polls see the head at its real age
+        assert _conditions(endpoint, f"stalled:{retry}") == []
+        offset[0] = 3600.0
+        await broker.wait_until(lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing"])
+        await broker.get_all(retry, ack=True)
+        await broker.wait_until(
+            lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing", "resolved"]
+        )
+
+
+def test_a_firing_condition_and_its_recovery_both_unsent_cancel_out() -> None:
+    """A flap shorter than the alert interval sends nothing at all."""
+    digest = Digest()
+    digest.add_condition(Condition("failed-queue", True, "deep"), now=1.0)
+    digest.add_condition(Condition("failed-queue", False, "back"), now=2.0)
+    assert digest.empty
+
+
+def test_a_grouped_alert_counts_by_reason_and_schedule() -> None:
+    """The text line of a burst gives totals per reason and per schedule, and one example."""
+    digest = Digest()
+    for n in range(12):
+        reason = "unknown-task" if n % 3 == 0 else "retries-exhausted"
+        event = FailureEvent(f"r{n}", "nightly", "job", 4, reason, "2026-01-01T00:00:00+00:00")
+        digest.add_failure(event, now=float(n))
+    text = digest.text("cron")
+    assert "12 tasks failed (retries-exhausted 8, unknown-task 4)" in text
+    assert "schedules: nightly 12" in text and "run r0" in text
+    assert len(digest.body("cron")["failures"]) == 10
+
+
+def test_monitor_check_names_a_bad_webhook_url() -> None:
+    """``--check`` exits 2 naming the variable, and 0 on good settings."""
+
+    def check(**extra: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
+        return subprocess.run(
+            [sys.executable, "-m", "worker.monitor", "--check"],
+            cwd=ROOT,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    bad = check(CRON_ALERT_WEBHOOK_URL="not a url")
+    assert bad.returncode == 2 and "CRON_ALERT_WEBHOOK_URL" in bad.stderr
+    assert check(CRON_ALERT_WEBHOOK_URL="https://chat.example/hook").returncode == 0

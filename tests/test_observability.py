@@ -1,0 +1,78 @@
+"""Metrics and /healthz of the running processes, against the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aio_pika
+import httpx
+import pytest
+
+from tests.conftest import TestBroker
+from tests.private_broker import free_port
+from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Spawner]:
+    """Processes of one test, killed afterwards if still running."""
+    spawner = Spawner()
+    yield spawner
+    await spawner.kill_all()
+
+
+async def scrape(port: int, path: str, timeout: float = 15) -> httpx.Response:
+    """GET a process's endpoint, waiting for the server to come up."""
+    async with httpx.AsyncClient() as client, asyncio.timeout(timeout):
+        while True:
+            try:
+                return await client.get(f"http://127.0.0.1:{port}{path}")
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+
+
+async def wait_metric(port: int, line: str, timeout: float = 15) -> str:
+    """Wait until /metrics contains ``line``; return the whole page."""
+    async with asyncio.timeout(timeout):
+        while line not in (text := (await scrape(port, "/metrics")).text):
+            await asyncio.sleep(0.1)
+    return text
+
+
+async def test_scheduler_reports_leadership_fires_and_health(
+    broker: TestBroker, spawn: Spawner, tmp_path: Path
+) -> None:
+    """A leading scheduler is healthy, shows leader 1 and counts each confirmed fire."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, '[[schedule]]\nname = "tick"\nevery = "1s"\ntask = "noop"\n')
+    await broker.declare()
+    port = free_port()
+    env = env_for(broker, CRON_SCHEDULES_FILE=str(path), CRON_METRICS_PORT=str(port))
+    process: Process = await spawn(["-m", "scheduler"], env)
+    await wait_published(broker, 2)
+    text = await wait_metric(port, "cron_scheduler_leader 1.0")
+    assert 'cron_fires_total{schedule="tick"}' in text
+    assert 'cron_fire_lag_seconds_count{stage="publish"}' in text
+    health = await scrape(port, "/healthz")
+    assert health.status_code == 200 and health.json()["healthy"] is True
+    assert await process.stop() == 0
+
+
+async def test_monitor_reports_failed_queue_depth_and_health(
+    broker: TestBroker, spawn: Spawner
+) -> None:
+    """The monitor publishes the failed queue's depth as a gauge and is healthy while connected."""
+    topology = await broker.declare()
+    for _ in range(3):
+        await topology.dlx.publish(aio_pika.Message(b"{}"), "failed", mandatory=True)
+    port = free_port()
+    env = env_for(broker, CRON_METRICS_PORT=str(port), CRON_MONITOR_INTERVAL_SECONDS="0.2")
+    process: Process = await spawn(["-m", "worker.monitor"], env)
+    await wait_metric(port, f'cron_queue_depth{{queue="{broker.names.failed_queue}"}} 3.0')
+    health = await scrape(port, "/healthz")
+    assert health.status_code == 200
+    assert await process.stop() == 0

@@ -1,0 +1,210 @@
+"""Overlap policy: Forbid and Replace across worker processes, and locks that free themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from aio_pika.abc import AbstractConnection
+from structlog.testing import capture_logs
+
+import worker.overlap
+from tests.conftest import TestBroker, plan
+from tests.helpers import Recorder, envelope, publish
+from tests.scheduling import Process, Spawner, env_for
+from worker.registry import Registry
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Spawner]:
+    """Start project processes; any still running at the end is killed."""
+    spawner = Spawner()
+    yield spawner
+    await spawner.kill_all()
+
+
+async def two_workers(broker: TestBroker, spawn: Spawner) -> list[Process]:
+    """Two worker processes taking one task at a time, with the ``hold`` handler."""
+    await broker.declare()  # the queues exist before either worker races to consume
+    env = env_for(
+        broker,
+        CRON_HANDLER_MODULES="tests.overlap_handlers",
+        CRON_PREFETCH="1",
+        CRON_SHUTDOWN_GRACE_SECONDS="0.5",
+    )
+    workers = [await spawn(["-m", "worker"], env) for _ in range(2)]
+    for process in workers:
+        await process.wait_event("worker started")
+    return workers
+
+
+async def wait_attempt(workers: list[Process], run_id: str, timeout: float = 15) -> dict[str, Any]:
+    """The attempt line one of the workers logged for ``run_id``."""
+    async with asyncio.timeout(timeout):
+        while True:
+            for process in workers:
+                for event in process.named("attempt"):
+                    if event["run_id"] == run_id:
+                        return event
+            await asyncio.sleep(0.02)
+
+
+def who_logged(workers: list[Process], event: str, run_id: str) -> Process:
+    """The worker that logged ``event`` for ``run_id``."""
+    [found] = [w for w in workers if any(e["run_id"] == run_id for e in w.named(event))]
+    return found
+
+
+def run(concurrency: str, seconds: float, timeout: float = 10) -> Any:
+    """One fire of the schedule ``report`` that holds its worker for ``seconds``."""
+    return envelope(
+        "hold",
+        {"seconds": seconds},
+        schedule="report",
+        concurrency=concurrency,
+        timeout_seconds=timeout,
+    )
+
+
+async def assert_nothing_left(broker: TestBroker) -> None:
+    """No message waits anywhere: no retry was spent, nothing failed."""
+    for queue in (
+        broker.names.main_queue,
+        broker.names.failed_queue,
+        broker.names.retry_queue("1m"),
+    ):
+        assert await broker.depth(queue) == 0, queue
+
+
+async def test_forbid_acks_a_second_run_as_lock_contended_on_another_worker(
+    broker: TestBroker, spawn: Spawner
+) -> None:
+    """While one worker runs the schedule, the other skips its run: acked, no retry spent."""
+    workers = await two_workers(broker, spawn)
+    first, second = run("Forbid", 3), run("Forbid", 0)
+    await publish(broker, first, plan(60_000))
+    await wait_event_for(workers, "hold started", first.run_id)
+    await publish(broker, second, plan(60_000))
+    contended = await wait_attempt(workers, second.run_id)
+    finished = await wait_attempt(workers, first.run_id)
+    assert (contended["outcome"], finished["outcome"]) == ("lock-contended", "succeeded")
+    holder = who_logged(workers, "hold started", first.run_id)
+    assert holder is not who_logged(workers, "attempt", second.run_id)
+    await assert_nothing_left(broker)
+
+
+async def test_replace_cancels_the_running_attempt_on_another_worker_and_runs(
+    broker: TestBroker, spawn: Spawner
+) -> None:
+    """The old run is acked as replaced, not retried; the new one runs once the lock is free."""
+    workers = await two_workers(broker, spawn)
+    old, new = run("Replace", 30), run("Replace", 0.1)
+    await publish(broker, old, plan(60_000))
+    await wait_event_for(workers, "hold started", old.run_id)
+    await publish(broker, new, plan(60_000))
+    replaced = await wait_attempt(workers, old.run_id)
+    succeeded = await wait_attempt(workers, new.run_id)
+    assert (replaced["outcome"], succeeded["outcome"]) == ("replaced", "succeeded")
+    assert replaced["error"] == f"replaced by {new.run_id}"
+    started_new = next(e for e in events(workers, "hold started") if e["run_id"] == new.run_id)
+    assert stamp(started_new) >= stamp(replaced)
+    await assert_nothing_left(broker)
+
+
+async def test_a_crashed_holder_frees_the_lock(broker: TestBroker, spawn: Spawner) -> None:
+    """SIGKILL the worker holding the lock: the redelivered run takes it on the other worker."""
+    workers = await two_workers(broker, spawn)
+    held = run("Forbid", 30)
+    await publish(broker, held, plan(60_000))
+    await wait_event_for(workers, "hold started", held.run_id)
+    holder = who_logged(workers, "hold started", held.run_id)
+    [other] = [w for w in workers if w is not holder]
+    await holder.kill()
+    async with asyncio.timeout(15):
+        while not [e for e in other.named("hold started") if e["run_id"] == held.run_id]:
+            await asyncio.sleep(0.02)
+    assert [e for e in other.named("attempt") if e["run_id"] == held.run_id] == []
+
+
+async def test_replace_falls_back_to_forbid_when_the_holder_does_not_let_go(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A holder deaf to cancels keeps the lock: after half its timeout the new run is skipped."""
+    channel = await broker.channel()
+    lock = broker.names.lock_queue("report")
+    await channel.declare_queue(lock, exclusive=True)  # held by the test's connection
+    recorder = Recorder()
+    registry = Registry()
+    registry.register("hold", recorder)
+    await run_worker(registry)
+    with capture_logs() as logs:
+        await publish(broker, run("Replace", 0, timeout=0.6), plan(60_000))
+        await broker.wait_until(lambda: any(e["event"] == "attempt" for e in logs))
+    [attempt] = [e for e in logs if e["event"] == "attempt"]
+    assert attempt["outcome"] == "lock-contended" and recorder.calls == []
+    assert await broker.depth(lock) >= 1  # the cancel request reached the holder's queue
+
+
+async def test_forbid_runs_one_after_another_once_the_lock_is_released(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A finished run gives the lock back: the next fire of the schedule runs normally."""
+    recorder = Recorder()
+    registry = Registry()
+    registry.register("hold", recorder)
+    await run_worker(registry)
+    for _ in range(2):
+        await publish(broker, run("Forbid", 0), plan(60_000))
+        await recorder.wait_calls(len(recorder.calls) + 1)
+    await asyncio.sleep(0.3)
+    assert len(recorder.calls) == 2
+    await assert_nothing_left(broker)
+
+
+async def test_an_attempt_that_loses_its_lock_stops_and_is_retried(
+    broker: TestBroker, run_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without its lock a run could overlap the next one: it is cancelled and retried."""
+    connections: list[AbstractConnection] = []
+    original = worker.overlap._connect
+
+    async def recorded(*args: Any) -> AbstractConnection:
+        connections.append(await original(*args))
+        return connections[-1]
+
+    monkeypatch.setattr(worker.overlap, "_connect", recorded)
+    recorder = Recorder(sleep=30)
+    registry = Registry()
+    registry.register("hold", recorder)
+    await run_worker(registry)
+    with capture_logs() as logs:
+        await publish(broker, run("Forbid", 0), plan(60_000))
+        await recorder.started.wait()
+        await connections[0].close()
+        await broker.wait_until(lambda: any(e["event"] == "attempt" for e in logs))
+    [attempt] = [e for e in logs if e["event"] == "attempt"]
+    assert (attempt["outcome"], attempt["reason"]) == ("retrying", "lock-lost")
+    assert recorder.finished == 0
+    await broker.wait_depth(broker.names.retry_queue("1m"), 1)
+
+
+def events(workers: list[Process], name: str) -> list[dict[str, Any]]:
+    """Events of every worker with this name."""
+    return [e for w in workers for e in w.named(name)]
+
+
+async def wait_event_for(workers: list[Process], name: str, run_id: str) -> None:
+    """Wait until some worker logged ``name`` for ``run_id``."""
+    async with asyncio.timeout(15):
+        while not [e for e in events(workers, name) if e.get("run_id") == run_id]:
+            await asyncio.sleep(0.02)
+
+
+def stamp(event: dict[str, Any]) -> datetime:
+    """When an event was logged."""
+    return datetime.fromisoformat(event["timestamp"])

@@ -1,0 +1,245 @@
+"""The scheduler in-process against a real broker: what it publishes, catch-up, reload."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractConnection
+from structlog.testing import capture_logs
+
+import scheduler.leader
+import scheduler.service
+from scheduler.schedules import load_schedules
+from scheduler.service import Scheduler
+from scheduler.timing import utc_text
+from scheduler.watermark import Watermark
+from tests.conftest import TestBroker
+from tests.scheduling import (
+    fire_times,
+    published,
+    scheduler_settings,
+    wait_published,
+    write_schedules,
+)
+from topology.envelope import utcnow
+from topology.publish import TaskPublisher
+
+pytestmark = pytest.mark.broker
+SECOND = timedelta(seconds=1)
+
+
+class Schedulers:
+    """In-process schedulers on the test's namespace."""
+
+    def __init__(self, broker: TestBroker) -> None:
+        self.broker = broker
+        self.tasks: dict[int, tuple[Scheduler, asyncio.Task[None]]] = {}
+
+    async def start(self, path: Path, **overrides: Any) -> Scheduler:
+        """Start a scheduler on ``path`` and wait until it leads."""
+        settings = scheduler_settings(self.broker, path, **overrides)
+        instance = Scheduler(settings, load_schedules(path, settings))
+        task = asyncio.create_task(instance.run())
+        self.tasks[id(instance)] = (instance, task)
+        leading = asyncio.create_task(instance.leading.wait())
+        await asyncio.wait({leading, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        return instance
+
+    async def stop(self, instance: Scheduler) -> None:
+        """Stop a scheduler and wait until it closed its connection."""
+        instance.stop()
+        await asyncio.wait_for(self.tasks.pop(id(instance))[1], 15)
+
+
+@pytest.fixture
+async def schedulers(broker: TestBroker) -> AsyncIterator[Schedulers]:
+    """Start schedulers in-process; all are stopped afterwards."""
+    started = Schedulers(broker)
+    yield started
+    for instance, _ in list(started.tasks.values()):
+        await started.stop(instance)
+
+
+def every(name: str, interval: str, **fields: Any) -> str:
+    """A [[schedule]] table running ``noop`` at an interval."""
+    extra = "".join(f"{key} = {value}\n" for key, value in fields.items())
+    return f'[[schedule]]\nname = "{name}"\nevery = "{interval}"\ntask = "noop"\n{extra}'
+
+
+async def test_each_fire_is_one_persistent_message_with_run_id_plan_and_fields(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """message_id and cron-run-id are name@time, the routing key is the schedule's own plan."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(
+        broker,
+        path,
+        every(
+            "tick",
+            "1s",
+            payload="{ n = 1 }",
+            timeout_seconds=5,
+            concurrency='"Forbid"',
+            retry="{ max_retries = 1, delay_ms = 100 }",
+        ),
+    )
+    instance = await schedulers.start(path)
+    await wait_published(broker, 2)
+    await schedulers.stop(instance)
+    (first, env), (_, following) = (await published(broker))[:2]
+    assert first.message_id == env.run_id == f"tick@{utc_text(env.scheduled_for)}"
+    assert first.headers == {"cron-run-id": env.run_id, "cron-schedule": "tick"}
+    assert first.routing_key == "100ms" and first.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+    assert (env.task, env.payload, env.timeout_seconds, env.concurrency) == (
+        "noop",
+        {"n": 1},
+        5,
+        "Forbid",
+    )
+    assert env.scheduled_for.microsecond == 0
+    assert following.scheduled_for - env.scheduled_for == SECOND
+
+
+async def test_interval_fires_stay_on_their_grid_when_publishing_is_slow(
+    broker: TestBroker,
+    schedulers: Schedulers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A publish taking 0.6 s of a 1 s interval does not push later fires back."""
+    original = TaskPublisher.publish
+
+    async def slow(self: TaskPublisher, *args: Any) -> None:
+        await asyncio.sleep(0.6)
+        await original(self, *args)
+
+    monkeypatch.setattr(TaskPublisher, "publish", slow)
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("grid", "1s", catch_up='"all"'))
+    instance = await schedulers.start(path)
+    await wait_published(broker, 4)
+    await schedulers.stop(instance)
+    times = await fire_times(broker)
+    assert all(t.microsecond == 0 for t in times)
+    assert [b - a for a, b in itertools.pairwise(times)] == [SECOND] * (len(times) - 1)
+
+
+async def store_watermark(broker: TestBroker, moment: datetime) -> None:
+    """Leave a watermark as a previous leader would have."""
+    channel = await broker.channel()
+    watermark = Watermark(channel, broker.names, "classic")
+    await watermark.declare()
+    await watermark.write(moment)
+    await channel.close()
+
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("policy", "grace", "published_ago", "skipped_ago"),
+    [
+        ("all", 7200, [1.5, 0.5], []),
+        ("all", 3600, [0.5], [1.5]),
+        ("latest", 7200, [0.5], [1.5]),
+        ("skip", 7200, [], [1.5, 0.5]),
+    ],
+)
+async def test_a_new_leader_applies_catch_up_to_fires_missed_since_the_watermark(
+    broker: TestBroker,
+    schedulers: Schedulers,
+    tmp_path: Path,
+    policy: str,
+    grace: int,
+    published_ago: list[float],
+    skipped_ago: list[float],
+) -> None:
+    """Hourly fires 1.5 h and 0.5 h ago, after a watermark 2 h old: the policy picks."""
+    now = utcnow().replace(microsecond=0)
+    path = tmp_path / "schedules.toml"
+    fields = {"catch_up": f'"{policy}"', "misfire_grace_seconds": grace}
+    write_schedules(
+        broker, path, every("hourly", "1h", start_at=utc_text(now - 2.5 * HOUR), **fields)
+    )
+    await store_watermark(broker, now - 2 * HOUR)
+    with capture_logs() as logs:
+        instance = await schedulers.start(path)
+        await broker.wait_until(lambda: (instance.settled_up_to or now - HOUR) >= now)
+    skipped = [e["scheduled_for"] for e in logs if e["event"] == "fire skipped"]
+    assert await fire_times(broker) == [now - ago * HOUR for ago in published_ago]
+    assert skipped == [utc_text(now - ago * HOUR) for ago in skipped_ago]
+
+
+async def test_a_restart_across_a_fire_time_neither_loses_nor_doubles_it(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """Down while a fire was due: the next leader publishes it once (catch_up = latest)."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "3s"))
+    instance = await schedulers.start(path)
+    await wait_published(broker, 1)
+    await schedulers.stop(instance)
+    [first] = await fire_times(broker)
+    await asyncio.sleep(max((first + 3.5 * SECOND - utcnow()).total_seconds(), 0))
+    await schedulers.start(path)
+    await wait_published(broker, 3)
+    assert await fire_times(broker) == [first, first + 3 * SECOND, first + 6 * SECOND]
+
+
+async def test_a_broken_file_is_rejected_and_the_old_schedules_keep_running(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """A changed file that does not validate is logged; a valid one replaces the schedules."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("old", "1s"))
+    await schedulers.start(path, schedules_poll_seconds=0.1)
+    await wait_published(broker, 1)
+    with capture_logs() as logs:
+        path.write_text('[[schedule]]\nname = "new"\nevery = "1s"\n')  # no task
+        await broker.wait_until(lambda: any(e["event"].startswith("schedules not") for e in logs))
+        seen = len(await fire_times(broker, "old"))
+        await wait_published(broker, seen + 1)
+        write_schedules(broker, path, every("new", "1s"))
+        async with asyncio.timeout(10):
+            while not await fire_times(broker, "new"):
+                await asyncio.sleep(0.05)
+    [rejected] = [e for e in logs if e["event"].startswith("schedules not reloaded")]
+    assert rejected["problems"] == ["schedule 'new' (#1): task: Field required"]
+    assert rejected["log_level"] == "error"
+
+
+async def test_a_leader_that_loses_its_connection_stops_and_runs_again(
+    broker: TestBroker,
+    schedulers: Schedulers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lost connection ends leadership at once; a new one wins it back, no fire lost."""
+    connections: list[AbstractConnection] = []
+    original = scheduler.leader.open_connection
+
+    async def recorded(*args: Any) -> AbstractConnection:
+        connections.append(await original(*args))
+        return connections[-1]
+
+    monkeypatch.setattr(scheduler.service, "open_connection", recorded)
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s", catch_up='"all"'))
+    instance = await schedulers.start(path)
+    await wait_published(broker, 1)
+    await connections[0].close()
+    await broker.wait_until(lambda: not instance.leading.is_set(), timeout=2)
+    await broker.wait_until(lambda: len(connections) == 2 and instance.leading.is_set())
+    count = len(await fire_times(broker))
+    await wait_published(broker, count + 2)
+    times = await fire_times(broker)
+    assert times == [times[0] + n * SECOND for n in range(len(times))]

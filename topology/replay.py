@@ -1,0 +1,259 @@
+"""Replay failed tasks: back to the tasks exchange with a fresh retry plan, nothing lost.
+
+Each matching record is published (plan declared first, persistent, mandatory, confirmed)
+before it is acked from the failed queue. If the connection drops, unacked records go back to
+the failed queue and the run resumes once the broker answers: a record whose publish was
+confirmed but whose ack was lost is acked on the next pass without a second publish. At worst
+a task is in both queues; its run id tells the copies apart.
+
+A replay strips the broker's ``x-death`` (RabbitMQ 4.x ignores one a client sends), keeps the
+record's history under ``cron-history`` and counts replays in ``cron-replays``. The worker
+then counts attempts from 1 again, and the task runs its whole plan once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import aio_pika
+import structlog
+from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractRobustConnection
+from aiormq.exceptions import ChannelClosed, ChannelInvalidStateError, DeliveryError
+
+from topology.amqp import CONNECTION_ERRORS, BrokerUnavailable, connect, publish_channel
+from topology.declare import PlanDeclarer, declare_topology
+from topology.envelope import H_HISTORY, H_REPLAYS, H_RUN_ID, utcnow
+from topology.failed import RECORD_HEADERS, FailedRecord, RecordFilter, read_record
+from topology.inspect import fingerprint, holding
+from topology.names import Names
+from topology.plan import RetryPlan
+from topology.records import ERROR_CHARS
+from topology.settings import CronSettings
+
+log = structlog.get_logger("replay")
+#: Failures kept in ``cron-history``: AMQP headers must fit in one frame.
+HISTORY_LIMIT = 5
+PUBLISH_TIMEOUT_SECONDS = 30.0
+#: Errors after which the connection is reopened and the run resumes.
+BROKER_TROUBLE: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    BrokerUnavailable,
+    ChannelClosed,
+    ChannelInvalidStateError,
+)
+
+Progress = Callable[[int, int], None]
+
+
+def replay_plan(
+    schedule: str | None,
+    *,
+    default: RetryPlan,
+    override: RetryPlan | None = None,
+    schedule_plans: Mapping[str, RetryPlan] | None = None,
+) -> RetryPlan:
+    """The plan of a replayed task: the override, else its schedule's, else the default."""
+    if override is not None:
+        return override
+    if schedule is not None and schedule_plans and schedule in schedule_plans:
+        return schedule_plans[schedule]
+    return default
+
+
+def history_entry(record: FailedRecord) -> dict[str, Any]:
+    """One failure of a task, as kept under ``cron-history`` after a replay."""
+    entry: dict[str, Any] = {
+        "reason": record.reason,
+        "attempts": record.attempts,
+        "replay": record.replays,
+        "x-death": list(record.history),
+    }
+    if record.error is not None:
+        entry["error"] = record.error[:ERROR_CHARS]
+    if record.failed_at is not None:
+        entry["failed-at"] = record.failed_at.isoformat()
+    if record.routing_key is not None:
+        entry["routing-key"] = record.routing_key
+    return entry
+
+
+def replay_headers(record: FailedRecord) -> dict[str, Any]:
+    """The task's own headers, the history of its failures, and one more replay counted."""
+    headers = {
+        k: v
+        for k, v in record.headers.items()
+        if not k.startswith("x-") and k not in RECORD_HEADERS and k != H_HISTORY
+    }
+    previous = record.headers.get(H_HISTORY)
+    earlier = list(previous) if isinstance(previous, list) else []
+    headers[H_HISTORY] = [history_entry(record), *earlier][:HISTORY_LIMIT]
+    headers[H_REPLAYS] = record.replays + 1
+    if record.run_id is not None:
+        headers[H_RUN_ID] = record.run_id
+    return headers
+
+
+def replay_message(record: FailedRecord, now: datetime | None = None) -> aio_pika.Message:
+    """The task message a replay publishes: same body and run id, fresh history, stamped now."""
+    props = record.properties
+    return aio_pika.Message(
+        record.body,
+        headers=replay_headers(record),
+        message_id=record.run_id,
+        content_type=props.get("content_type"),
+        content_encoding=props.get("content_encoding"),
+        correlation_id=props.get("correlation_id"),
+        type=props.get("type"),
+        app_id=props.get("app_id"),
+        timestamp=now or utcnow(),
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+    )
+
+
+@dataclass
+class Tally:
+    """What a run did: records read, matched, moved, and those that could not be moved."""
+
+    scanned: int = 0
+    matched: int = 0
+    moved: int = 0
+    failed: int = 0
+    reconnects: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReplayOptions:
+    """How a replay runs; ``plan_for`` picks each record's plan (see ``replay_plan``)."""
+
+    select: RecordFilter
+    plan_for: Callable[[FailedRecord], RetryPlan]
+    limit: int | None = None
+    rate: float | None = None
+    dry_run: bool = False
+    reconnect_seconds: float = 60.0
+    progress: Progress | None = None
+
+
+class Replayer:
+    """Moves matching failed records back to the tasks exchange, resuming after broker trouble."""
+
+    def __init__(self, settings: CronSettings, options: ReplayOptions) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        # Records that fail during the run (a replayed task failing again) are not replayed
+        # a second time by a later pass.
+        self.options = replace(options, select=replace(options.select, until=utcnow()))
+        self.tally = Tally()
+        self._published: set[str] = set()
+        self._refused: set[str] = set()
+        self._next_publish = 0.0
+        self._connected = False
+
+    async def run(self) -> Tally:
+        """Replay until every matching record was handled or the broker stays away too long."""
+        while True:
+            try:
+                await self._session()
+            except BROKER_TROUBLE as error:
+                if not self._connected:
+                    raise  # never reached: a wrong URL, not a restart to wait out
+                if not await self._await_broker(error):
+                    return self.tally
+            else:
+                return self.tally
+
+    async def _await_broker(self, error: BaseException) -> bool:
+        log.warning("broker connection lost; resuming when it answers", error=repr(error))
+        deadline = time.monotonic() + self.options.reconnect_seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(1.0)
+            try:
+                connection = await connect(self.settings, "warren-replay-probe")
+            except BrokerUnavailable:
+                continue
+            await connection.close()
+            self.tally.reconnects += 1
+            return True
+        self.tally.errors.append(f"broker unreachable for {self.options.reconnect_seconds}s")
+        return False
+
+    def _done(self) -> bool:
+        limit = self.options.limit
+        return limit is not None and self.tally.moved + self.tally.failed >= limit
+
+    async def _session(self) -> None:
+        connection = await connect(self.settings, "warren-replay")
+        self._connected = True
+        async with connection:
+            exchange, plans = await self._publisher(connection)
+            async with holding(connection, self.names.failed_queue) as held:
+                async for message in held.messages():
+                    if self._done():
+                        break  # this one is held and goes back in place
+                    await self._one(message, exchange, plans)
+                    if self.options.progress is not None:
+                        self.options.progress(*held.progress(message))
+
+    async def _publisher(
+        self, connection: AbstractRobustConnection
+    ) -> tuple[AbstractExchange, PlanDeclarer]:
+        channel = await publish_channel(connection)
+        settings = self.settings
+        topology = await declare_topology(
+            channel, self.names, settings.queue_type, settings.delivery_limit
+        )
+        return topology.tasks, PlanDeclarer(channel, self.names, settings.queue_type)
+
+    async def _one(
+        self, message: AbstractIncomingMessage, exchange: AbstractExchange, plans: PlanDeclarer
+    ) -> None:
+        self.tally.scanned += 1
+        record = read_record(message, self.names.main_queue)
+        key = fingerprint(message)
+        if not self.options.select.matches(record) or key in self._refused:
+            return  # left unacked: it goes back in place when the channel closes
+        self.tally.matched += 1
+        if self.options.dry_run:
+            self.tally.moved += 1
+        elif key in self._published:
+            await message.ack()  # confirmed on an earlier pass whose ack was lost
+            self.tally.moved += 1
+        elif await self._publish(record, key, exchange, plans):
+            await message.ack()
+            self.tally.moved += 1
+
+    async def _publish(
+        self, record: FailedRecord, key: str, exchange: AbstractExchange, plans: PlanDeclarer
+    ) -> bool:
+        await self._pace()
+        plan = self.options.plan_for(record)
+        try:
+            await plans.declare(plan)
+            await exchange.publish(
+                replay_message(record), plan.key, mandatory=True, timeout=PUBLISH_TIMEOUT_SECONDS
+            )
+        except DeliveryError as error:
+            self._refuse(record, key, f"not confirmed: {error!r}")
+            return False
+        self._published.add(key)
+        return True
+
+    def _refuse(self, record: FailedRecord, key: str, why: str) -> None:
+        self._refused.add(key)
+        self.tally.failed += 1
+        self.tally.errors.append(f"{record.run_id}: {why}")
+        log.warning("record not replayed; it stays in the failed queue", run_id=record.run_id)
+
+    async def _pace(self) -> None:
+        if not self.options.rate:
+            return
+        now = time.monotonic()
+        if self._next_publish > now:
+            await asyncio.sleep(self._next_publish - now)
+        self._next_publish = max(now, self._next_publish) + 1.0 / self.options.rate

@@ -1,0 +1,92 @@
+"""``python -m worker.monitor``: log and alert on failed tasks until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import structlog
+
+from scheduler.schedules import ScheduleError, load_schedules
+from scheduler.settings import SchedulerSettings
+from topology.amqp import BrokerUnavailable
+from topology.declare import TopologyError
+from topology.logs import configure_logging
+from topology.metrics import Health, serve_metrics
+from topology.plan import RetryPlan
+from topology.settings import SettingsError, load_settings
+from worker.monitor.service import Monitor
+from worker.monitor.settings import MonitorSettings
+
+log = structlog.get_logger("monitor")
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_BROKER = 3
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line: everything else is configured with CRON_* variables."""
+    parser = argparse.ArgumentParser(
+        prog="python -m worker.monitor",
+        description="Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped "
+        "and rate limited; alert on a deep failed queue and on stalled retry queues. "
+        "Configure with CRON_* environment variables (see .env.example).",
+    )
+    parser.add_argument("--check", action="store_true", help="validate settings, then exit")
+    return parser.parse_args(argv)
+
+
+def schedule_plans() -> list[RetryPlan]:
+    """Plans of the schedules file, so their retry queues are watched from the start."""
+    try:
+        settings = load_settings(SchedulerSettings)
+        if not settings.schedules_file.exists():
+            return []
+        return list(load_schedules(settings.schedules_file, settings).plans().values())
+    except (SettingsError, ScheduleError) as error:
+        # Not fatal: the retry queues of a plan are watched once one of its tasks fails.
+        log.warning("schedules file not read", error=str(error))
+        return []
+
+
+async def serve(settings: MonitorSettings) -> None:
+    """Run the monitor; SIGTERM and SIGINT stop it."""
+    monitor = Monitor(settings, schedule_plans())
+    health = Health()
+    health.add("broker-connection", monitor.connected)
+    server = serve_metrics(settings.metrics_port, health)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, monitor.stop)
+    try:
+        await monitor.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = parse_args(argv)
+    try:
+        settings = load_settings(MonitorSettings)
+    except SettingsError as error:
+        print(f"monitor: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log_level, settings.log_format)
+    if args.check:
+        print("monitor: configuration OK")
+        return EXIT_OK
+    try:
+        asyncio.run(serve(settings))
+    except (BrokerUnavailable, TopologyError) as error:
+        # The message names the fix; a traceback would bury it.
+        structlog.get_logger("monitor").error("cannot start", error=str(error))
+        return EXIT_BROKER
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The monitor: one ERROR line and a queued alert per failed task, and the queue checks.
+
+It consumes the copy queue ``<ns>_monitor``, never the failed queue, so the failed queue keeps
+every record for replay. A copy is acked once its line is logged and its alert queued in
+memory; sending alerts happens apart from consuming, so a webhook that is down never holds
+up monitoring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+
+import httpx
+import structlog
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+
+from topology.amqp import connect
+from topology.declare import declare_topology
+from topology.failed import FailedRecord, read_record
+from topology.names import Names
+from topology.plan import RetryPlan
+from topology.replay import BROKER_TROUBLE
+from worker.monitor.alerts import AlertSender, Condition, FailureEvent
+from worker.monitor.settings import MonitorSettings
+from worker.monitor.watch import QueueWatch
+
+log = structlog.get_logger("monitor")
+#: Copies held at once; each is handled in microseconds, so a burst drains quickly.
+PREFETCH = 200
+
+
+class Monitor:
+    """Watches failed tasks and queues until ``stop()``."""
+
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        plans: Iterable[RetryPlan] = (),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        retry_base_seconds: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.ready = asyncio.Event()
+        self.watch = QueueWatch(settings, [settings.default_plan(), *plans], clock)
+        self.sender: AlertSender | None = None
+        self._retry_base = retry_base_seconds
+        self._stop = asyncio.Event()
+        self._connection: AbstractRobustConnection | None = None
+
+    def connected(self) -> bool:
+        """True while the monitor's broker connection is open."""
+        return self._connection is not None and not self._connection.is_closed
+
+    def stop(self) -> None:
+        """Ask the monitor to stop; pending alerts get one last try."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Connect, consume the monitor queue and poll the queues until stopped."""
+        async with AsyncExitStack() as stack:
+            connection = await connect(self.settings, "warren-monitor")
+            self._connection = connection
+            stack.push_async_callback(connection.close)
+            client = httpx.AsyncClient(follow_redirects=False)
+            stack.push_async_callback(client.aclose)
+            sender = AlertSender(self.settings, client, retry_base_seconds=self._retry_base)
+            self.sender = sender
+            await self._serve(connection, sender)
+        log.info("monitor stopped")
+
+    async def _serve(self, connection: AbstractRobustConnection, sender: AlertSender) -> None:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=PREFETCH)
+        settings = self.settings
+        topology = await declare_topology(
+            channel, self.names, settings.queue_type, settings.delivery_limit
+        )
+        tag = await topology.monitor.consume(self._on_message)
+        background = [
+            asyncio.create_task(sender.run()),
+            asyncio.create_task(self._poll(connection)),
+        ]
+        self.ready.set()
+        log.info(
+            "monitor started",
+            queue=topology.monitor.name,
+            webhook=settings.safe_webhook,
+            threshold=settings.failed_alert_threshold,
+        )
+        await self._stop.wait()
+        await topology.monitor.cancel(tag)
+        await self._finish(background, sender)
+
+    async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+        # Consuming has stopped: nothing new reaches the sender, which gets one last try.
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await sender.flush()
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        try:
+            record = read_record(message, self.names.main_queue)
+        except Exception as error:
+            # The failed queue keeps the original: say so loudly and move on.
+            log.exception(
+                "unreadable failed-task copy", message_id=message.message_id, error=repr(error)
+            )
+        else:
+            self._report_failure(record)
+            self.watch.learn(message.headers, record.routing_key)
+        await message.ack()
+
+    def _report_failure(self, record: FailedRecord) -> None:
+        log.error(
+            "task failed",
+            run_id=record.run_id,
+            schedule=record.schedule,
+            task=record.task,
+            attempts=record.attempts,
+            reason=record.reason,
+            failed_at=record.failed_at.isoformat() if record.failed_at else None,
+            error=record.error,
+            replays=record.replays,
+        )
+        assert self.sender is not None
+        self.sender.failure(FailureEvent.from_record(record))
+
+    async def _poll(self, connection: AbstractRobustConnection) -> None:
+        while True:
+            try:
+                for change in await self.watch.check(connection):
+                    self._report_condition(change)
+            except BROKER_TROUBLE as error:
+                log.warning("queue check failed; trying again next interval", error=repr(error))
+            await asyncio.sleep(self.settings.monitor_interval_seconds)
+
+    def _report_condition(self, change: Condition) -> None:
+        if change.firing:
+            log.error("alert", condition=change.key, detail=change.detail)
+        else:
+            log.info("resolved", condition=change.key, detail=change.detail)
+        assert self.sender is not None
+        self.sender.condition(change)

@@ -1,0 +1,179 @@
+"""Overlap policy: an attempt of a ``Forbid`` or ``Replace`` schedule holds a lock while it runs.
+
+The lock is the exclusive queue ``<ns>_lock.<schedule>``, declared on a connection that the
+attempt opens for itself and closes when it ends: only one connection can hold an exclusive
+queue, the broker deletes it with the connection, so a crashed holder frees the lock, on any
+host, with nothing but the broker.
+
+- ``Forbid``: a run that finds the lock held is not run; it is acked as ``lock-contended``,
+  no retry spent.
+- ``Replace``: it publishes a cancel message into the held queue; the holder consumes it,
+  cancels its attempt (acked as ``replaced``, not retried) and frees the lock. The new run
+  takes the lock within half its timeout, or falls back to ``Forbid``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import aio_pika
+import orjson
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from aio_pika.exceptions import DeliveryError
+from aiormq.exceptions import AMQPError, ChannelInvalidStateError, ChannelLockedResource
+
+from topology.amqp import CONNECTION_ERRORS
+from topology.declare import queue_arguments
+from topology.envelope import Envelope
+from topology.names import Names
+from topology.settings import CronSettings
+from worker.attempt import Outcome, Result
+from worker.context import TaskContext
+
+#: Pause between two tries to take a lock that a replaced run is giving up.
+RETRY_SECONDS = 0.1
+#: Seconds between two cancel messages to whoever holds the lock.
+CANCEL_EVERY_SECONDS = 1.0
+
+Attempt = Callable[[], Coroutine[Any, Any, Result]]
+#: Broker trouble while taking or holding a lock.
+LOCK_ERRORS: tuple[type[BaseException], ...] = (
+    AMQPError,
+    ChannelInvalidStateError,
+    *CONNECTION_ERRORS,
+)
+
+
+async def run_guarded(
+    settings: CronSettings, envelope: Envelope, ctx: TaskContext, attempt: Attempt
+) -> Result:
+    """Run ``attempt`` under the envelope's overlap policy."""
+    if envelope.concurrency == "Allow" or envelope.schedule is None:
+        return await attempt()
+    queue = Names(settings.namespace).lock_queue(envelope.schedule)
+    try:
+        connection = await _connect(settings, queue)
+    except LOCK_ERRORS as error:
+        return _unavailable(queue, error)
+    async with connection:
+        try:
+            stop = await _hold(connection, queue, envelope, ctx)
+        except LOCK_ERRORS as error:
+            return _unavailable(queue, error)
+        if stop is None:
+            return Result(
+                Outcome.CONTENDED,
+                "lock-contended",
+                f"another run of {envelope.schedule!r} holds {queue} ({envelope.concurrency})",
+            )
+        return await _run_until_stopped(attempt, stop, ctx)
+
+
+def _unavailable(queue: str, error: BaseException) -> Result:
+    # Retried like any broker hiccup: the message must never stay unsettled.
+    return Result(Outcome.RETRYABLE, "lock-unavailable", f"cannot take {queue}: {error!r}")
+
+
+async def _connect(settings: CronSettings, queue: str) -> AbstractConnection:
+    # A plain connection of its own: closing it is what releases the lock.
+    return await aio_pika.connect(
+        settings.url,
+        client_properties={"connection_name": f"warren-lock {queue}"},
+        heartbeat=settings.heartbeat_seconds,
+        timeout=10,
+    )
+
+
+async def try_lock(connection: AbstractConnection, queue: str) -> AbstractQueue | None:
+    """Declare the exclusive lock queue; None when another connection holds it."""
+    channel = await connection.channel()
+    try:
+        # Exclusive queues cannot be quorum queues: locks are always classic.
+        return await channel.declare_queue(
+            queue, exclusive=True, arguments=queue_arguments("classic")
+        )
+    except ChannelLockedResource:
+        return None
+
+
+async def _acquire(
+    connection: AbstractConnection, queue: str, envelope: Envelope, ctx: TaskContext
+) -> AbstractQueue | None:
+    lock = await try_lock(connection, queue)
+    if lock is not None or envelope.concurrency == "Forbid":
+        return lock
+    deadline = time.monotonic() + ctx.timeout_seconds / 2
+    next_cancel = time.monotonic()
+    while time.monotonic() < deadline:
+        if time.monotonic() >= next_cancel:
+            await send_cancel(connection, queue, envelope.run_id)
+            next_cancel = time.monotonic() + CANCEL_EVERY_SECONDS
+        await asyncio.sleep(RETRY_SECONDS)
+        if (lock := await try_lock(connection, queue)) is not None:
+            return lock
+    ctx.log.warning("the running attempt did not give up the lock in time", lock=queue)
+    return None
+
+
+async def send_cancel(connection: AbstractConnection, queue: str, run_id: str) -> None:
+    """Ask whoever holds ``queue`` to cancel its attempt in favour of ``run_id``."""
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    body = orjson.dumps({"cancel": True, "replaced_by": run_id})
+    try:
+        await channel.default_exchange.publish(aio_pika.Message(body), queue, mandatory=True)
+    except DeliveryError:
+        pass  # returned: the lock is gone already, the next try takes it
+    finally:
+        await channel.close()
+
+
+async def _hold(
+    connection: AbstractConnection, queue: str, envelope: Envelope, ctx: TaskContext
+) -> asyncio.Future[Result] | None:
+    """Take the lock; the future says why the attempt must stop early, if it must."""
+    lock = await _acquire(connection, queue, envelope, ctx)
+    if lock is None:
+        return None
+    stop: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+
+    def lost(*_: object) -> None:
+        # Without the lock another run may start: this one must not go on.
+        if not stop.done():
+            stop.set_result(Result(Outcome.RETRYABLE, "lock-lost", f"lost the lock {queue}"))
+
+    async def on_cancel(message: AbstractIncomingMessage) -> None:
+        if not stop.done():
+            by = _replaced_by(message.body)
+            stop.set_result(Result(Outcome.REPLACED, "replaced", f"replaced by {by}"))
+
+    connection.close_callbacks.add(lost)
+    await lock.consume(on_cancel, no_ack=True, exclusive=True)
+    return stop
+
+
+async def _run_until_stopped(
+    attempt: Attempt, stop: asyncio.Future[Result], ctx: TaskContext
+) -> Result:
+    work = asyncio.create_task(attempt())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not work.done():
+            work.cancel()  # replaced, lock lost, or the worker is shutting down
+            await asyncio.gather(work, return_exceptions=True)
+    if not work.cancelled():
+        return work.result()
+    result = stop.result()
+    ctx.log.warning("attempt cancelled", reason=result.reason, detail=result.error)
+    return result
+
+
+def _replaced_by(body: bytes) -> str:
+    # Any message in the lock queue is a cancel; the run id is for the log only.
+    try:
+        return str(orjson.loads(body)["replaced_by"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return "another run"
