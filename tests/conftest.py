@@ -172,6 +172,16 @@ async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
         await asyncio.wait_for(task, 30)
 
 
+@pytest.fixture
+async def spawn() -> AsyncIterator[Any]:
+    """Start project processes (tests.scheduling.Spawner); any still running is killed."""
+    from tests.scheduling import Spawner  # it imports this module: import when used
+
+    spawner = Spawner()
+    yield spawner
+    await spawner.kill_all()
+
+
 def plan(*delays_ms: int) -> RetryPlan:
     """Shorthand for a retry plan."""
     return RetryPlan(tuple(delays_ms))

@@ -15,6 +15,15 @@ from topology.envelope import Envelope, one_off_run_id, utcnow
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
 from worker.context import TaskContext
+from worker.registry import Registry
+
+
+def registry(**handlers: Any) -> Registry:
+    """A registry holding the given handlers under their keyword names."""
+    reg = Registry()
+    for name, func in handlers.items():
+        reg.register(name, func)
+    return reg
 
 
 def envelope(task: str, payload: Any = None, **fields: Any) -> Envelope:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import TestBroker, plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
-from tests.helpers import Recorder, envelope, publish, publish_raw
+from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.private_broker import PrivateBroker
 from topology.declare import UNLIMITED_DELIVERIES
 from topology.envelope import utcnow
@@ -21,17 +21,8 @@ from topology.failed import RecordFilter
 from topology.failed_queue import read_records
 from topology.replay import Replayer, ReplayOptions
 from topology.settings import CronSettings
-from worker.registry import Registry
 
 pytestmark = pytest.mark.broker
-
-
-def registry(**handlers: Any) -> Registry:
-    """A registry holding the given handlers under their keyword names."""
-    reg = Registry()
-    for name, func in handlers.items():
-        reg.register(name, func)
-    return reg
 
 
 async def test_list_shows_a_table_and_leaves_every_record_in_order(broker: TestBroker) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aio_pika
@@ -15,14 +14,6 @@ from tests.private_broker import free_port
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawner]:
-    """Processes of one test, killed afterwards if still running."""
-    spawner = Spawner()
-    yield spawner
-    await spawner.kill_all()
 
 
 async def scrape(port: int, path: str, timeout: float = 15) -> httpx.Response:

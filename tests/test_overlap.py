@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -18,14 +17,6 @@ from tests.scheduling import Process, Spawner, env_for
 from worker.registry import Registry
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawner]:
-    """Start project processes; any still running at the end is killed."""
-    spawner = Spawner()
-    yield spawner
-    await spawner.kill_all()
 
 
 async def two_workers(broker: TestBroker, spawn: Spawner) -> list[Process]:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -30,14 +29,6 @@ task = "noop"
 timeout_seconds = 60
 retry = { max_retries = 2, delay_ms = 1000 }
 """
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawner]:
-    """Start project processes; any still running at the end is killed."""
-    spawner = Spawner()
-    yield spawner
-    await spawner.kill_all()
 
 
 def check(path: Path, **env: str) -> subprocess.CompletedProcess[str]:

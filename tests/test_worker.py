@@ -9,21 +9,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import TestBroker, plan
-from tests.helpers import Recorder, envelope, publish, publish_raw
+from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from topology.records import rejections
 from worker.context import TaskContext
 from worker.errors import PermanentError
-from worker.registry import Registry
 
 pytestmark = pytest.mark.broker
-
-
-def registry(**handlers: Any) -> Registry:
-    """A registry holding the given handlers under their keyword names."""
-    reg = Registry()
-    for name, func in handlers.items():
-        reg.register(name, func)
-    return reg
 
 
 async def failed_records(broker: TestBroker, count: int, timeout: float = 10) -> list[Any]:
