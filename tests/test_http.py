@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-import structlog
 
 from worker.context import TaskContext
 from worker.errors import PermanentError, RetryableError
@@ -20,7 +19,6 @@ CTX = TaskContext(
     attempt=2,
     redelivered=False,
     timeout_seconds=5,
-    log=structlog.get_logger(),
 )
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import aio_pika
 import httpx
 import pytest
 
-from tests.conftest import TestBroker
+from tests.conftest import TestBroker, plan
+from tests.helpers import Recorder, envelope, publish, registry
 from tests.private_broker import free_port
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
+from worker.__main__ import start_metrics
 
 pytestmark = pytest.mark.broker
 
@@ -67,3 +70,57 @@ async def test_monitor_reports_failed_queue_depth_and_health(
     health = await scrape(port, "/healthz")
     assert health.status_code == 200
     assert await process.stop() == 0
+
+
+async def wait_health(port: int, status: int, timeout: float = 15) -> dict[str, object]:
+    """Wait until /healthz answers ``status``; return its body."""
+    async with asyncio.timeout(timeout):
+        while (response := await scrape(port, "/healthz")).status_code != status:
+            await asyncio.sleep(0.05)
+    body: dict[str, object] = response.json()
+    return body
+
+
+async def test_worker_health_turns_red_while_the_broker_has_cancelled_its_consumer(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A consumer the broker cancelled, and could not restore, makes /healthz 503 'consumer'."""
+    port = free_port()
+    worker = await run_worker(metrics_port=port)
+    server = start_metrics(port, worker)
+    try:
+        await wait_health(port, 200)
+        channel = await broker.channel()
+        await channel.queue_delete(broker.names.main_queue)  # the broker cancels the consumer
+        # Redeclared with other arguments, the worker cannot restore its consumer on it.
+        await channel.declare_queue(
+            broker.names.main_queue, durable=True, arguments={"x-max-length": 1}
+        )
+        body = await wait_health(port, 503)
+        assert "consumer" in body["failing"]  # type: ignore[operator]
+        await channel.queue_delete(broker.names.main_queue)
+        await wait_health(port, 200)  # it consumes again once the queue can be restored
+    finally:
+        assert server is not None
+        server.shutdown()
+        server.server_close()
+
+
+async def test_worker_metrics_count_attempts_by_task_and_outcome(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """Attempts, retries and failures show up per task once a port is set."""
+    port = free_port()
+    worker = await run_worker(registry(boom=Recorder(failures=9)), metrics_port=port)
+    server = start_metrics(port, worker)
+    try:
+        await publish(broker, envelope("boom"), plan(50))
+        await broker.wait_depth(broker.names.failed_queue, 1)
+        text = await wait_metric(port, 'cron_failed_total{reason="retries-exhausted",task="boom"}')
+        assert 'cron_attempts_total{outcome="retrying",task="boom"}' in text
+        assert 'cron_retries_total{task="boom"}' in text
+        assert 'cron_fire_lag_seconds_count{stage="start"}' in text
+    finally:
+        assert server is not None
+        server.shutdown()
+        server.server_close()

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from wsgiref.simple_server import WSGIServer
 
 import structlog
 
@@ -40,10 +41,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def serve(settings: WorkerSettings) -> None:
     """Run a worker; SIGTERM and SIGINT start a graceful shutdown."""
     worker = Worker(settings)
+    server = start_metrics(settings.metrics_port, worker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
-    await worker.run()
+    try:
+        await worker.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def start_metrics(port: int, worker: Worker) -> WSGIServer | None:
+    """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
+    if port == 0:
+        return None
+    from topology.metrics import Health, serve_metrics
+
+    health = Health()
+    health.add("broker-connection", worker.connected)
+    health.add("consumer", worker.consuming)
+    return serve_metrics(port, health)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,13 @@ import asyncio
 import time
 from contextlib import AsyncExitStack
 
-import httpx
 import structlog
-from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
 
 from topology.amqp import connect, publish_channel
 from topology.declare import declare_topology
@@ -23,8 +27,9 @@ from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext
 from worker.crashloop import UNMARKED, CrashGuard, Mark
 from worker.fate import Action, Settler, Verdict, decide
-from worker.handlers import builtin_registry
+from worker.handlers import LazyHttp, builtin_registry
 from worker.limits import body_too_large
+from worker.metrics import WorkerMetrics
 from worker.overlap import run_guarded
 from worker.registry import Registry
 from worker.settings import WorkerSettings
@@ -53,6 +58,23 @@ class Worker:
         self._stop = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
         self._settling: set[asyncio.Task[object]] = set()
+        self._metrics = WorkerMetrics(settings.metrics_port != 0)
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+
+    def connected(self) -> bool:
+        """True while the consuming connection is open (health check)."""
+        return self._connection is not None and not self._connection.is_closed
+
+    def consuming(self) -> bool:
+        """True while the broker delivers to this worker: a cancelled consumer is unhealthy."""
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            return False
+        # aio-pika offers the live aiormq channel only through an async getter; its
+        # consumers map is what a broker-side Basic.Cancel empties.
+        underlay = getattr(channel, "_channel", None)
+        return underlay is not None and bool(underlay.channel.consumers)
 
     def stop(self) -> None:
         """Ask the worker to stop taking tasks and shut down gracefully."""
@@ -82,10 +104,12 @@ class Worker:
         publish_conn = await connect(self.settings, "warren-worker-publish")
         stack.push_async_callback(publish_conn.close)
         await self._crashes.open(publish_conn)
-        client = httpx.AsyncClient(follow_redirects=False)
-        stack.push_async_callback(client.aclose)
-        self._registry = builtin_registry(client).merged(self._extra)
+        http = LazyHttp()
+        stack.push_async_callback(http.aclose)
+        self._registry = builtin_registry(http).merged(self._extra)
+        self._connection = consume_conn
         channel = await consume_conn.channel()
+        self._channel = channel
         await channel.set_qos(prefetch_count=self.settings.prefetch)
         topology = await declare_topology(
             channel, self.names, self.settings.queue_type, self.settings.delivery_limit
@@ -142,6 +166,7 @@ class Worker:
         except MessageDecodeError as error:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
         ctx = self._context(envelope, attempt, bool(message.redelivered))
+        self._metrics.started(envelope.scheduled_for, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py).
         result = await run_guarded(
             self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
@@ -157,7 +182,6 @@ class Worker:
             attempt=attempt,
             redelivered=redelivered,
             timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
-            log=log.bind(run_id=envelope.run_id, task=envelope.task, attempt=attempt),
         )
 
     async def _settle(
@@ -184,6 +208,8 @@ class Worker:
         verdict: Verdict,
         seconds: float,
     ) -> None:
+        task = envelope.task if envelope else None
+        self._metrics.attempt(task or "-", verdict.action.value, verdict.reason, seconds)
         getattr(log, _LEVELS[verdict.action])(
             "attempt",
             run_id=envelope.run_id if envelope else message.message_id,

@@ -2,25 +2,57 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
 
+_log = structlog.get_logger("task")
 
-@dataclass(frozen=True, slots=True)
+
 class TaskContext:
     """The attempt being run: identity of the fire, attempt number, and a bound logger."""
 
-    run_id: str
-    task: str
-    schedule: str | None
-    scheduled_for: datetime
-    attempt: int
-    redelivered: bool
-    timeout_seconds: float
-    log: structlog.typing.FilteringBoundLogger
+    __slots__ = (
+        "_log",
+        "attempt",
+        "redelivered",
+        "run_id",
+        "schedule",
+        "scheduled_for",
+        "task",
+        "timeout_seconds",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        task: str,
+        schedule: str | None,
+        scheduled_for: datetime,
+        attempt: int,
+        redelivered: bool,
+        timeout_seconds: float,
+    ) -> None:
+        self.run_id = run_id
+        self.task = task
+        self.schedule = schedule
+        self.scheduled_for = scheduled_for
+        self.attempt = attempt
+        self.redelivered = redelivered
+        self.timeout_seconds = timeout_seconds
+        self._log: structlog.typing.FilteringBoundLogger | None = None
+
+    @property
+    def log(self) -> structlog.typing.FilteringBoundLogger:
+        """A logger bound to run id, task and attempt (made on first use: most never log)."""
+        if self._log is None:
+            self._log = _log.bind(run_id=self.run_id, task=self.task, attempt=self.attempt)
+        return self._log
+
+    def __repr__(self) -> str:
+        return f"TaskContext(run_id={self.run_id!r}, task={self.task!r}, attempt={self.attempt})"
 
 
 class AsyncHandler(Protocol):

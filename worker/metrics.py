@@ -1,0 +1,49 @@
+"""The worker's metrics: recorded only when ``CRON_METRICS_PORT`` serves them.
+
+prometheus-client is imported only then, so a worker without metrics starts faster and
+spends nothing per attempt on them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from topology.envelope import utcnow
+
+
+class WorkerMetrics:
+    """Counts attempts, retries, failures, durations and start lag by task."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._children: dict[tuple[str, str], Any] = {}
+        if enabled:
+            from topology import metrics
+
+            self._m = metrics
+
+    def attempt(self, task: str, outcome: str, reason: str, seconds: float) -> None:
+        """Record one attempt's outcome and duration."""
+        if not self.enabled:
+            return
+        self._child(task, outcome).inc()
+        self._m.ATTEMPT_SECONDS.labels(task=task).observe(seconds)
+        if outcome == "retrying":
+            self._m.RETRIES.labels(task=task).inc()
+        elif outcome == "failed":
+            self._m.FAILED.labels(task=task, reason=reason).inc()
+
+    def started(self, scheduled_for: datetime, attempt: int) -> None:
+        """Record the lag from a fire's scheduled time to its first attempt's start."""
+        if self.enabled and attempt == 1:
+            lag = (utcnow() - scheduled_for).total_seconds()
+            self._m.FIRE_LAG.labels(stage="start").observe(max(lag, 0.0))
+
+    def _child(self, task: str, outcome: str) -> Any:
+        # .labels() takes a lock and builds a key each call: keep the children.
+        key = (task, outcome)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._m.ATTEMPTS.labels(task=task, outcome=outcome)
+        return child
