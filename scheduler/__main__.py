@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from pathlib import Path
@@ -53,9 +54,22 @@ def load(args: argparse.Namespace) -> tuple[SchedulerSettings, ScheduleSet]:
     return settings, load_schedules(settings.schedules_file, settings)
 
 
+def freeze_heap() -> None:
+    """Keep what exists now, the loaded schedules above all, out of the cyclic GC's scans.
+
+    A full collection walks every tracked object: with 100,000 schedules that is a pause of
+    over 100 ms in the middle of a burst of fires. The schedules live until the next reload.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 async def serve(settings: SchedulerSettings, schedules: ScheduleSet) -> None:
     """Run until SIGTERM or SIGINT; SIGHUP reloads the schedules."""
     scheduler = Scheduler(settings, schedules)
+    scheduler.on_reload = freeze_heap
+    freeze_heap()
     health = Health()
     health.add("broker-connection", scheduler.connected)
     server = serve_metrics(settings.metrics_port, health)

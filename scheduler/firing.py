@@ -119,6 +119,12 @@ class FireHeap:
 
     @staticmethod
     def _take(schedule: Schedule, first: datetime, now: datetime, batch: Batch) -> datetime | None:
+        following = schedule.next_fire(first)
+        late = now - first
+        if (following is None or following > now) and late <= ON_TIME and late <= schedule.grace:
+            # The common case, one fire and on time: every policy publishes it.
+            batch.publish.append((first, schedule))
+            return following
         fires, unlisted, following = due_fires(schedule, first, now)
         kept = keep(schedule, fires, now)
         batch.publish += [(fire, schedule) for fire in kept]

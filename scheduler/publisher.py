@@ -1,7 +1,10 @@
 """Publish fires: persistent, mandatory, confirmed; retried with backoff, never forgotten.
 
-A fire whose publish is not confirmed (nacked, returned, timed out, channel closed) is
-retried on the same connection, with a fresh channel when the old one died. Losing the
+Fires go out in batches (``scheduler/batch.py``): up to ``CHUNK`` messages a write and
+``WINDOW`` confirms in flight, so a burst of thousands costs little more than the broker's
+own work. Each fire is settled on its own: confirmed ones are logged and counted; one that
+is nacked, returned, not confirmed in time or caught on a closed channel is handed back to
+the caller, which publishes it again (on a fresh channel when the old one died). Losing the
 connection means losing leadership: the fire is left to the next leader, which finds it
 after the watermark and applies the schedule's catch-up policy.
 """
@@ -9,26 +12,33 @@ after the watermark and applies the schedule's catch-up policy.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import AMQPError, ChannelInvalidStateError
 
+from scheduler.batch import Outgoing, Sent, publish_batch
 from scheduler.schedules import Schedule
 from scheduler.timing import utc_text
 from topology.amqp import CONNECTION_ERRORS
-from topology.declare import QueueType, TopologyError, declare_topology
-from topology.envelope import utcnow
+from topology.declare import PlanDeclarer, QueueType, TopologyError, declare_topology
+from topology.envelope import H_RUN_ID, H_SCHEDULE
 from topology.metrics import FIRE_LAG, FIRES
 from topology.names import Names
-from topology.publish import TaskPublisher
 
 log = structlog.get_logger("scheduler")
 #: How long one publish may wait for its confirm before it counts as failed.
 CONFIRM_TIMEOUT_SECONDS = 10.0
 FIRST_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 30.0
+#: Fires marshalled into one write, and fires whose confirms may be awaited at once.
+CHUNK = 250
+WINDOW = 1000
 #: Errors after which the publish is tried again on a fresh channel.
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
     AMQPError,
@@ -36,6 +46,7 @@ PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
     TopologyError,
     *CONNECTION_ERRORS,
 )
+Fire = tuple[datetime, Schedule]
 
 
 async def wait_for_event(event: asyncio.Event, seconds: float | None) -> bool:
@@ -47,8 +58,20 @@ async def wait_for_event(event: asyncio.Event, seconds: float | None) -> bool:
     return True
 
 
+def backoff(failures: int) -> float:
+    """Seconds to wait before publishing a fire again after ``failures`` failed tries."""
+    return min(FIRST_BACKOFF_SECONDS * 2.0 ** (failures - 1), MAX_BACKOFF_SECONDS)
+
+
 class LeadershipLost(ConnectionError):
     """The connection that held the leader queue is gone: stop publishing at once."""
+
+
+def fire_message(schedule: Schedule, fire: datetime, exchange: str) -> Outgoing:
+    """The AMQP message of one fire, as ``topology.publish.task_message`` would make it."""
+    run_id = schedule.run_id(fire)
+    headers = {H_RUN_ID: run_id, H_SCHEDULE: schedule.name}
+    return Outgoing(exchange, schedule.routing_key, schedule.body(fire, run_id), run_id, headers)
 
 
 class FirePublisher:
@@ -58,59 +81,109 @@ class FirePublisher:
         self._connection = connection
         self._names = names
         self._queue_type = queue_type
-        self._tasks: TaskPublisher | None = None
+        self._plans: PlanDeclarer | None = None
+        self._counters: dict[str, Any] = {}
+        self._lag = FIRE_LAG.labels(stage="publish")
         self.channel: AbstractChannel | None = None
 
     async def open(self) -> AbstractChannel:
         """Open a confirming channel and declare the topology; returns the channel."""
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        topology = await declare_topology(channel, self._names, self._queue_type, 10)
-        self._tasks = TaskPublisher(channel, topology.tasks, self._names, self._queue_type)
+        await declare_topology(channel, self._names, self._queue_type, 10)
+        self._plans = PlanDeclarer(channel, self._names, self._queue_type)
         self.channel = channel
         return channel
 
-    async def publish(self, schedule: Schedule, fire: datetime, stop: asyncio.Event) -> bool:
-        """Publish one fire until confirmed; False only when ``stop`` is set first."""
-        delay = FIRST_BACKOFF_SECONDS
-        attempt = 1
-        while not await self._try(schedule, fire, attempt):
-            self._check_connection()
-            if await wait_for_event(stop, delay):
-                return False
-            delay = min(delay * 2, MAX_BACKOFF_SECONDS)
-            attempt += 1
-        return True
+    async def publish_many(self, fires: Sequence[Fire], tries: Mapping[str, int]) -> list[Fire]:
+        """Publish each fire once; returns those not confirmed, to be published again.
 
-    async def _try(self, schedule: Schedule, fire: datetime, attempt: int) -> bool:
-        envelope = schedule.envelope(fire)
+        ``tries`` counts the failed publishes of a schedule's fire so far, for the log.
+        """
         try:
-            if self.channel is None or self.channel.is_closed:
-                await self.open()
-            assert self._tasks is not None
-            async with asyncio.timeout(CONFIRM_TIMEOUT_SECONDS):
-                await self._tasks.publish(envelope, schedule.plan)
+            channel = await self._ready(fires)
         except PUBLISH_ERRORS as error:
             self._check_connection()
-            log.warning(
-                "fire not confirmed; publishing again",
-                schedule=schedule.name,
-                run_id=envelope.run_id,
-                attempt=attempt,
-                error=f"{type(error).__name__}: {error}",
-            )
-            return False
-        late = (utcnow() - fire).total_seconds()
-        FIRES.labels(schedule=schedule.name).inc()
-        FIRE_LAG.labels(stage="publish").observe(late)
+            self._not_confirmed(fires, tries, error)
+            return list(fires)
+        failed = await self._pipeline(channel, fires, tries)
+        if failed:
+            self._check_connection()
+        return failed
+
+    async def _pipeline(
+        self, channel: AbstractChannel, fires: Sequence[Fire], tries: Mapping[str, int]
+    ) -> list[Fire]:
+        # Up to WINDOW fires in flight: the oldest chunk is settled before more are sent.
+        failed: list[Fire] = []
+        pending: deque[tuple[Sequence[Fire], Sent, float]] = deque()
+        for start in range(0, len(fires), CHUNK):
+            chunk = fires[start : start + CHUNK]
+            try:
+                sent = await self._send(channel, chunk)
+            except PUBLISH_ERRORS as error:
+                self._not_confirmed(chunk, tries, error)
+                failed += chunk
+                continue
+            pending.append((chunk, sent, time.monotonic() + CONFIRM_TIMEOUT_SECONDS))
+            if len(pending) * CHUNK >= WINDOW:
+                failed += await self._settle(*pending.popleft(), tries)
+        while pending:
+            failed += await self._settle(*pending.popleft(), tries)
+        return failed
+
+    async def _ready(self, fires: Sequence[Fire]) -> AbstractChannel:
+        if self.channel is None or self.channel.is_closed:
+            await self.open()
+        assert self.channel is not None and self._plans is not None
+        # Whoever publishes declares the plan's queues first (cached per channel).
+        for plan in {schedule.routing_key: schedule.plan for _, schedule in fires}.values():
+            await self._plans.declare(plan)
+        return self.channel
+
+    async def _send(self, channel: AbstractChannel, chunk: Sequence[Fire]) -> Sent:
+        exchange = self._names.tasks_exchange
+        return await publish_batch(channel, [fire_message(s, f, exchange) for f, s in chunk])
+
+    async def _settle(
+        self, chunk: Sequence[Fire], sent: Sent, deadline: float, tries: Mapping[str, int]
+    ) -> list[Fire]:
+        outcomes = await sent.settle(deadline)
+        failed = []
+        for fire, error in zip(chunk, outcomes, strict=True):
+            if error is None:
+                self._published(*fire)
+            else:
+                self._not_confirmed([fire], tries, error)
+                failed.append(fire)
+        return failed
+
+    def _published(self, fire: datetime, schedule: Schedule) -> None:
+        late = time.time() - fire.timestamp()
+        counter = self._counters.get(schedule.name)
+        if counter is None:
+            counter = self._counters[schedule.name] = FIRES.labels(schedule=schedule.name)
+        counter.inc()
+        self._lag.observe(late)
         log.info(
             "fire published",
             schedule=schedule.name,
-            run_id=envelope.run_id,
+            run_id=schedule.run_id(fire),
             scheduled_for=utc_text(fire),
-            routing_key=schedule.plan.key,
+            routing_key=schedule.routing_key,
             late_ms=round(late * 1000, 1),
         )
-        return True
+
+    def _not_confirmed(
+        self, fires: Sequence[Fire], tries: Mapping[str, int], error: BaseException
+    ) -> None:
+        for fire, schedule in fires:
+            log.warning(
+                "fire not confirmed; publishing again",
+                schedule=schedule.name,
+                run_id=schedule.run_id(fire),
+                attempt=tries.get(schedule.name, 0) + 1,
+                error=f"{type(error).__name__}: {error}",
+            )
 
     def _check_connection(self) -> None:
         if self._connection.is_closed:

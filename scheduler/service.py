@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -24,8 +25,15 @@ from aio_pika.abc import AbstractConnection
 
 from scheduler.firing import Batch, FireHeap
 from scheduler.leader import identity, open_connection, try_lead, watch_connection
-from scheduler.publisher import PUBLISH_ERRORS, FirePublisher, LeadershipLost, wait_for_event
-from scheduler.schedules import Schedule, ScheduleError, ScheduleSet, load_schedules
+from scheduler.publisher import (
+    PUBLISH_ERRORS,
+    Fire,
+    FirePublisher,
+    LeadershipLost,
+    backoff,
+    wait_for_event,
+)
+from scheduler.schedules import ScheduleError, ScheduleSet, load_schedules
 from scheduler.settings import SchedulerSettings
 from scheduler.timing import utc_text
 from scheduler.watermark import Watermark
@@ -37,8 +45,6 @@ from topology.names import Names
 log = structlog.get_logger("scheduler")
 #: Longest sleep between looks at the wall clock, so a clock step is noticed.
 MAX_SLEEP_SECONDS = 30.0
-#: Fires whose confirms may be awaited at once.
-PUBLISH_WINDOW = 500
 Clock = Callable[[], datetime]
 
 
@@ -70,6 +76,8 @@ class Scheduler:
         self._stamp = file_stamp(settings.schedules_file)
         #: The connection campaigning or leading now; None while reconnecting.
         self.connection: AbstractConnection | None = None
+        #: Called after every successful reload (the process freezes the new set for the GC).
+        self.on_reload: Callable[[], None] | None = None
 
     def connected(self) -> bool:
         """True while the scheduler holds a live broker connection (leading or standing by)."""
@@ -89,6 +97,8 @@ class Scheduler:
             _log_rejected(error)
             return False
         self.schedules = schedules
+        if self.on_reload is not None:
+            self.on_reload()
         self._wake.set()
         log.info("schedules reloaded", file=schedules.source, count=len(schedules.schedules))
         return True
@@ -98,7 +108,8 @@ class Scheduler:
         log.info(
             "scheduler started",
             identity=identity(),
-            schedules=[s.name for s in self.schedules.schedules],
+            schedules=_some_names(self.schedules),
+            count=len(self.schedules.schedules),
             broker=self.settings.safe_url,
         )
         watcher = asyncio.create_task(self._watch_file())
@@ -229,43 +240,27 @@ class Scheduler:
             return False
         return True
 
-    async def _publish_all(
-        self, fires: list[tuple[datetime, Schedule]], publisher: FirePublisher
-    ) -> bool:
-        # Schedules publish side by side, many confirms in flight at once; each schedule's
-        # own fires stay in order. The first error (a lost connection) stops every chain.
-        if not fires:
-            return True
-        window = asyncio.Semaphore(PUBLISH_WINDOW)
-        chains: dict[str, list[tuple[datetime, Schedule]]] = {}
+    async def _publish_all(self, fires: list[Fire], publisher: FirePublisher) -> bool:
+        # Waves: the oldest unconfirmed fire of every schedule goes out together, in batches
+        # with many confirms in flight, so a schedule's fires stay in order. What was not
+        # confirmed goes again with the next wave after a backoff; a lost connection raises.
+        chains: dict[str, deque[Fire]] = {}
         for fire, schedule in fires:
-            chains.setdefault(schedule.name, []).append((fire, schedule))
-        tasks = [
-            asyncio.create_task(self._publish_chain(chain, publisher, window))
-            for chain in chains.values()
-        ]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        for task in tasks:
-            error = None if task.cancelled() else task.exception()
-            if error is not None:
-                raise error
-        return all(not task.cancelled() and task.result() for task in tasks)
-
-    async def _publish_chain(
-        self,
-        chain: list[tuple[datetime, Schedule]],
-        publisher: FirePublisher,
-        window: asyncio.Semaphore,
-    ) -> bool:
-        for fire, schedule in chain:
-            async with window:
-                if not await publisher.publish(schedule, fire, self._stop):
-                    return False
+            chains.setdefault(schedule.name, deque()).append((fire, schedule))
+        tries: dict[str, int] = {}  # failed publishes of each schedule's oldest fire
+        while chains:
+            heads = [chain[0] for chain in chains.values()]
+            failed = {s.name for _, s in await publisher.publish_many(heads, tries)}
+            for name in list(chains):
+                if name in failed:
+                    tries[name] = tries.get(name, 0) + 1
+                    continue
+                tries.pop(name, None)
+                chains[name].popleft()
+                if not chains[name]:
+                    del chains[name]
+            if failed and await wait_for_event(self._stop, backoff(max(tries.values()))):
+                return False
         return True
 
     async def _sleep_until(self, target: datetime | None) -> None:
@@ -274,6 +269,14 @@ class Scheduler:
             seconds = min(max((target - self._clock()).total_seconds(), 0.0), seconds)
         await wait_for_event(self._wake, seconds)
         self._wake.clear()
+
+
+def _some_names(schedules: ScheduleSet, shown: int = 20) -> list[str]:
+    # A file of 100,000 schedules would make a log line of a megabyte.
+    names = [s.name for s in schedules.schedules[:shown]]
+    if len(schedules.schedules) > shown:
+        names.append(f"... and {len(schedules.schedules) - shown} more")
+    return names
 
 
 def _log_rejected(error: ScheduleError) -> None:

@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from scheduler.timing import CronTiming, load_zone, parse_interval, utc_text
+from scheduler.timing import cron_timing, load_zone, parse_interval, utc_text
 from topology.plan import MAX_DELAY_MS, RetryPlan
 from topology.settings import CronSettings
 from worker.errors import PermanentError
@@ -81,7 +81,7 @@ class ScheduleSpec(BaseModel):
     @classmethod
     def _check_cron(cls, value: str | None) -> str | None:
         if value is not None:
-            CronTiming(value)
+            cron_timing(value)
         return value
 
     @field_validator("every")

@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,127 +26,24 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from topology.declare import declare_topology  # noqa: E402 - after the path fix above
-from topology.envelope import Envelope, utcnow  # noqa: E402
-from topology.names import Names  # noqa: E402
+from benchlib import fire as fire_bench  # noqa: E402
+from benchlib import lag as lag_bench  # noqa: E402
+from benchlib import replay as replay_bench  # noqa: E402
+from benchlib.common import (  # noqa: E402 - after the path fix above
+    DEFAULT_URL,
+    Bench,
+    Run,
+    count_attempts,
+    last_attempt_time,
+    print_table,
+    reached,
+    reap,
+    rss_mb,
+    wait_until,
+    worker_env,
+)
+
 from topology.plan import RetryPlan  # noqa: E402
-from topology.publish import TaskPublisher  # noqa: E402
-
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-ATTEMPT_MARK = b'"event":"attempt"'
-
-
-@dataclass
-class Run:
-    """What one contender did in one round."""
-
-    seconds: float
-    tasks: int
-    cpu_seconds: float = 0.0
-    peak_rss_mb: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def per_s(self) -> float:
-        """Tasks (or attempts) per second."""
-        return self.tasks / self.seconds
-
-
-def summary(values: Sequence[float]) -> str:
-    """``median (min-max)`` of one figure over the rounds."""
-    return f"{statistics.median(values):,.1f} ({min(values):,.1f}-{max(values):,.1f})"
-
-
-# --- the broker side ------------------------------------------------------------------------
-
-
-class Bench:
-    """A namespace of the benchmark's own on the broker."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.names = Names(f"bench_{uuid.uuid4().hex[:8]}")
-        self.plan_keys: set[str] = set()
-
-    async def fill(self, count: int, task: str, plan: RetryPlan) -> None:
-        """Publish ``count`` persistent tasks, confirmed, before any consumer starts."""
-        self.plan_keys.update(step.key for step in plan.suffixes())
-        connection = await aio_pika.connect(self.url)
-        async with connection:
-            channel = await connection.channel()
-            topology = await declare_topology(channel, self.names, "classic", 10)
-            publisher = TaskPublisher(channel, topology.tasks, self.names, "classic")
-            now = utcnow()
-            for start in range(0, count, 500):
-                await asyncio.gather(
-                    *(
-                        publisher.publish(
-                            Envelope(task=task, run_id=f"b{i}", scheduled_for=now), plan
-                        )
-                        for i in range(start, min(start + 500, count))
-                    )
-                )
-
-    async def delete(self) -> None:
-        """Remove every queue and exchange of the namespace."""
-        names = self.names
-        queues = [names.main_queue, names.failed_queue, names.monitor_queue]
-        queues += [names.retry_queue(key) for key in self.plan_keys]
-        connection = await aio_pika.connect(self.url)
-        async with connection:
-            channel = await connection.channel()
-            for queue in queues:
-                await channel.queue_delete(queue)
-            for exchange in (names.tasks_exchange, names.dlx, names.unrouted_exchange):
-                await channel.exchange_delete(exchange)
-
-
-# --- processes ------------------------------------------------------------------------------
-
-
-def worker_env(bench: Bench, prefetch: int, modules: str = "") -> dict[str, str]:
-    """Environment of ``python -m worker`` in the benchmark's namespace, INFO JSON logs."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
-    env.update(
-        CRON_AMQP_URL=bench.url,
-        CRON_NAMESPACE=bench.names.namespace,
-        CRON_PREFETCH=str(prefetch),
-        CRON_LOG_LEVEL="INFO",
-        CRON_LOG_FORMAT="json",
-        CRON_HANDLER_MODULES=modules,
-    )
-    return env
-
-
-def count_attempts(log: Path) -> int:
-    """Attempt lines the worker wrote so far."""
-    try:
-        return log.read_bytes().count(ATTEMPT_MARK)
-    except FileNotFoundError:
-        return 0
-
-
-def reached(log: Path, count: int) -> Callable[[], bool]:
-    """A check that the worker logged at least ``count`` attempts."""
-    return lambda: count_attempts(log) >= count
-
-
-def last_attempt_time(log: Path) -> float:
-    """Wall-clock time of the last attempt line in the log."""
-    for line in reversed(log.read_bytes().splitlines()):
-        if ATTEMPT_MARK in line:
-            stamp = str(orjson.loads(line)["timestamp"]).replace("Z", "+00:00")
-            return datetime.fromisoformat(stamp).timestamp()
-    raise RuntimeError("no attempt in the log")
-
-
-def reap(process: subprocess.Popen[bytes]) -> tuple[float, float]:
-    """Stop a child, then return its CPU seconds and peak RSS in MB from wait4."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: Path) -> Run:
@@ -189,15 +83,6 @@ def run_raw(bench: Bench, expected: int, prefetch: int) -> Run:
     ended = float(process.stdout.readline())
     cpu, rss = reap(process)
     return Run(ended - started, expected, cpu, rss)
-
-
-def wait_until(done: Callable[[], bool], timeout: float) -> None:
-    """Poll ``done`` until it is true."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark did not finish in time")
-        time.sleep(0.02)
 
 
 async def raw_consumer(url: str, queue_name: str, prefetch: int, expected: int) -> None:
@@ -292,14 +177,6 @@ def retry(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, An
     }
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of a running process, in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def soak(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
     """Worker RSS after 10,000 tasks and after ``--tasks``, fed in batches while it runs."""
     log = workdir / "soak.log"
@@ -333,17 +210,13 @@ def soak(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
     return {"rss_10k_mb": early, "rss_end_mb": late, "rss_growth": late / early - 1}
 
 
-def print_table(title: str, rows: list[tuple[str, list[float]]]) -> None:
-    """A small fixed-width table: figure, median (min-max)."""
-    print(f"\n{title}")
-    for label, values in rows:
-        print(f"  {label:28} {summary(values)}")
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]] = {
     "drain": drain,
     "retry": retry,
     "soak": soak,
+    "fire": fire_bench.fire,
+    "lag": lag_bench.lag,
+    "replay": replay_bench.replay,
 }
 
 
@@ -358,6 +231,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name, default in (("drain", 20_000), ("retry", 10_000), ("soak", 200_000)):
         command = sub.add_parser(name, help=COMMANDS[name].__doc__)
         command.add_argument("--tasks", type=int, default=default)
+    for module in (fire_bench, lag_bench, replay_bench):
+        module.add_command(sub)
     return parser.parse_args(argv)
 
 

@@ -57,8 +57,12 @@ class PrivateBroker:
             f"consumer_timeout = {CONSUMER_TIMEOUT_MS}\n"
             f"heartbeat = {HEARTBEAT_SECONDS}\n"
         )
-        # The consumer timeout is checked on each channel tick (60 s by default).
-        (self.base / "advanced.config").write_text("[{rabbit, [{channel_tick_interval, 500}]}].\n")
+        # The consumer timeout is checked on each channel tick (60 s by default), and quorum
+        # queues report their length to list_queues on each of their ticks (5 s by default):
+        # fault tests read it to know when nothing is left in flight.
+        (self.base / "advanced.config").write_text(
+            "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]}].\n"
+        )
         (self.base / "enabled_plugins").write_text("[].\n")
         (self.base / "rabbitmq-env.conf").write_text("ERL_EPMD_ADDRESS=127.0.0.1\n")
 
@@ -106,6 +110,10 @@ class PrivateBroker:
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
         self._reap()
+
+    def sync_metadata(self) -> None:
+        """Flush the metadata log: a queue declared under ~1 s ago may not survive kill -9."""
+        self.ctl("eval", "mnesia:sync_log().")
 
     def freeze(self) -> None:
         """``kill -STOP`` the VM: the node stops answering, even heartbeats."""

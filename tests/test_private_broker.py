@@ -21,6 +21,7 @@ async def test_durable_messages_survive_a_kill_of_the_private_node(
         await channel.default_exchange.publish(
             aio_pika.Message(b"kept", delivery_mode=aio_pika.DeliveryMode.PERSISTENT), queue.name
         )
+    private_broker.sync_metadata()  # the queue is new: make its declaration crash-proof
     private_broker.kill()
     private_broker.start()
     connection = await aio_pika.connect(private_broker.url)

@@ -14,7 +14,9 @@ import pytest
 from aio_pika.abc import AbstractConnection
 from structlog.testing import capture_logs
 
+import scheduler.batch
 import scheduler.leader
+import scheduler.publisher
 import scheduler.service
 from scheduler.schedules import load_schedules
 from scheduler.service import Scheduler
@@ -29,7 +31,6 @@ from tests.scheduling import (
     write_schedules,
 )
 from topology.envelope import utcnow
-from topology.publish import TaskPublisher
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)
@@ -116,13 +117,13 @@ async def test_interval_fires_stay_on_their_grid_when_publishing_is_slow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A publish taking 0.6 s of a 1 s interval does not push later fires back."""
-    original = TaskPublisher.publish
+    original = scheduler.batch.publish_batch
 
-    async def slow(self: TaskPublisher, *args: Any) -> None:
+    async def slow(*args: Any) -> Any:
         await asyncio.sleep(0.6)
-        await original(self, *args)
+        return await original(*args)
 
-    monkeypatch.setattr(TaskPublisher, "publish", slow)
+    monkeypatch.setattr(scheduler.publisher, "publish_batch", slow)
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("grid", "1s", catch_up='"all"'))
     instance = await schedulers.start(path)

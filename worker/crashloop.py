@@ -78,9 +78,9 @@ class Mark:
 UNMARKED = Mark()
 
 
-def marker_key(message: AbstractIncomingMessage, attempt: int) -> str:
+def marker_key(message_id: str | None, body: bytes, attempt: int) -> str:
     """Digest naming one attempt of one message: its run id (or body) and attempt number."""
-    identity = message.message_id.encode() if message.message_id else message.body
+    identity = message_id.encode() if message_id else body
     return hashlib.sha256(identity + b"|" + str(attempt).encode()).hexdigest()[:32]
 
 
@@ -126,7 +126,7 @@ class CrashGuard:
             return self._counted(message)
         if self._channel is None or not message.redelivered:
             return UNMARKED
-        name = self._names.crash_queue(marker_key(message, attempt))
+        name = self._names.crash_queue(marker_key(message.message_id, message.body, attempt))
         try:
             async with asyncio.timeout(MARKER_TIMEOUT_SECONDS):
                 return await self._mark(self._channel, name, attempt)

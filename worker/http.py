@@ -6,16 +6,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from worker.context import TaskContext
 from worker.errors import PermanentError, RetryableError
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 EXCERPT_CHARS = 500
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 
 
 class HttpRequest(BaseModel):
@@ -29,6 +40,31 @@ class HttpRequest(BaseModel):
     json_body: JsonValue = Field(None, alias="json")
     body: str | None = None
     timeout: float | None = Field(None, gt=0)
+
+    # A URL or header that httpx cannot send fails the same way on every attempt: refuse it
+    # here, so the task fails once as a permanent error instead of spending its retries.
+    @field_validator("url")
+    @classmethod
+    def _sendable_url(cls, value: str) -> str:
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL as error:
+            raise ValueError(f"not a usable URL ({error})") from None
+        if not url.host:
+            raise ValueError("the URL names no host")
+        if url.port is not None and not 0 < url.port < 65536:
+            raise ValueError(f"port {url.port} is outside 1..65535")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token")
+            if not _HEADER_VALUE.match(text):
+                raise ValueError(f"header {name!r} must be printable ASCII on one line")
+        return value
 
     @model_validator(mode="after")
     def _one_body(self) -> HttpRequest:

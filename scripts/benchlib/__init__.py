@@ -1,0 +1,1 @@
+"""Pieces of ``scripts/bench.py``: shared helpers, and the scheduler and replay benchmarks."""

@@ -1,0 +1,102 @@
+"""Schedules files, scheduler and worker processes, and their logs, for the scheduler benchmarks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import orjson
+
+from benchlib.common import ROOT, Bench, cron_env, reap, wait_until
+from topology.declare import declare_topology
+from topology.plan import RetryPlan
+
+#: Every benchmark schedule uses this one-step plan, so one retry queue is declared.
+PLAN_ENV = {"CRON_MAX_RETRIES": "1", "CRON_RETRY_DELAY_MS": "1000"}
+PLAN = RetryPlan((1000,))
+PUBLISHED = b'"event":"fire published"'
+ATTEMPT = b'"event":"attempt"'
+LEADING = b'"event":"leading"'
+WORKER_STARTED = b'"event":"worker started"'
+
+
+def toml_time(moment: datetime) -> str:
+    """A TOML offset date-time in UTC, with milliseconds when it has any."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    millis = moment.microsecond // 1000
+    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
+
+
+def entry(name: str, timing: str) -> str:
+    """One ``[[schedule]]`` table running ``noop``."""
+    return f'[[schedule]]\nname = "{name}"\n{timing}\ntask = "noop"\n'
+
+
+def schedules_text(count: int, timing: Any, moment: datetime) -> str:
+    """A schedules file of ``count`` entries named ``s<i>``, timed by ``timing(i, moment)``."""
+    return "\n".join(entry(f"s{i}", timing(i, moment)) for i in range(count))
+
+
+def start(args: list[str], bench: Bench, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """Start ``python <args>`` in the repository root, its output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=cron_env(bench, **PLAN_ENV, **env),
+        )
+
+
+def events(log: Path, mark: bytes) -> list[dict[str, Any]]:
+    """The JSON log lines that contain ``mark``."""
+    try:
+        lines = log.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    return [orjson.loads(line) for line in lines if mark in line]
+
+
+def count_lines(log: Path, mark: bytes) -> int:
+    """How many lines of the log contain ``mark``."""
+    try:
+        return log.read_bytes().count(mark)
+    except FileNotFoundError:
+        return 0
+
+
+def start_scheduler(
+    bench: Bench, schedules: Path, log: Path, timeout: float
+) -> subprocess.Popen[bytes]:
+    """Start the scheduler; returns the process once it leads."""
+    process = start(["-m", "scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
+    try:
+        wait_until(lambda: count_lines(log, LEADING) > 0 or process.poll() is not None, timeout)
+    except TimeoutError:
+        reap(process)
+        raise
+    if process.poll() is not None:
+        raise RuntimeError(f"the scheduler exited {process.returncode}; see {log}")
+    return process
+
+
+def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[bytes]:
+    """Start ``python -m worker`` (``noop`` is built in); returns once it consumes."""
+    process = start(["-m", "worker"], bench, log, CRON_PREFETCH=str(prefetch))
+    wait_until(lambda: count_lines(log, WORKER_STARTED) > 0, 60)
+    return process
+
+
+async def reset(bench: Bench) -> None:
+    """Empty the main queue and drop the watermark, so every round starts alike."""
+    connection = await aio_pika.connect(bench.url)
+    async with connection:
+        channel = await connection.channel()
+        topology = await declare_topology(channel, bench.names, "classic", 10)
+        await topology.main.purge()
+        await channel.queue_delete(bench.names.watermark_queue)

@@ -1,0 +1,1 @@
+"""Fault tests: a private RabbitMQ node and worker processes broken on purpose."""

@@ -1,0 +1,79 @@
+"""Fixtures of the fault tests: a scenario on the private node, its ledger and its processes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import TestBroker
+from tests.faults.harness import Scenario
+from tests.faults.ledger import Ledger
+from tests.faults.processes import Procs, base_env
+from tests.private_broker import PrivateBroker
+from worker.consumer import Worker
+from worker.registry import Registry
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """A fresh ledger file for the test."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def procs(tmp_path: Path, private_test_broker: TestBroker, ledger: Ledger) -> Iterator[Procs]:
+    """Project processes on the test's namespace of the private node; killed at the end."""
+    env = base_env(private_test_broker.url, private_test_broker.names.namespace, ledger.path)
+    started = Procs(tmp_path, env)
+    yield started
+    started.kill_all()
+
+
+@pytest.fixture
+async def scenario(
+    private_broker: PrivateBroker, private_test_broker: TestBroker, ledger: Ledger, procs: Procs
+) -> AsyncIterator[Scenario]:
+    """A scenario whose topology is declared lazily by ``prepare()``; closed afterwards."""
+    made = Scenario(private_broker, private_test_broker, ledger, procs)
+    yield made
+    procs.kill_all()
+    await made.close()
+
+
+def private_worker_settings(broker: TestBroker, **overrides: Any) -> Any:
+    """Settings of an in-process worker on the private node, with its short timeouts."""
+    values: dict[str, Any] = {
+        "heartbeat_seconds": 2,
+        "consumer_timeout_seconds": 4,
+        "task_timeout_seconds": 3,
+        "shutdown_grace_seconds": 1,
+    }
+    return broker.settings(**{**values, **overrides})
+
+
+@pytest.fixture
+async def run_private_worker(private_test_broker: TestBroker) -> AsyncIterator[Any]:
+    """Start in-process workers on the private node; all are stopped afterwards."""
+    started: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    async def start(registry: Registry | None = None, **overrides: Any) -> Worker:
+        worker = Worker(private_worker_settings(private_test_broker, **overrides), registry)
+        task = asyncio.create_task(worker.run())
+        started.append((worker, task))
+        ready = asyncio.create_task(worker.ready.wait())
+        await asyncio.wait({ready, task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ready.cancel()
+            task.result()
+        return worker
+
+    yield start
+    for worker, task in started:
+        worker.stop()
+        await asyncio.wait_for(task, 60)

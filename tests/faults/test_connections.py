@@ -1,0 +1,73 @@
+"""Connections cut by the broker, a broker that stops answering, and a consumer cancelled by it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
+from tests.faults.ledger import Fate
+from tests.faults.workload import ledger_envelope, workload
+
+pytestmark = pytest.mark.faults
+
+
+def pids_of(scenario: Scenario, run_ids: list[str]) -> set[int]:
+    """Processes that ran attempts of ``run_ids``."""
+    return {pid for run_id in run_ids for pid, *_ in scenario.ledger.attempts_of(run_id)}
+
+
+async def test_workers_reconnect_after_the_broker_closes_every_connection(
+    scenario: Scenario,
+) -> None:
+    """close_all_connections mid-task: tasks are redelivered, the same workers go on."""
+    await scenario.prepare()
+    workers = [await scenario.worker(), await scenario.worker()]
+    await scenario.publish(workload(40, 3, seconds=0.5))
+    await wait_for(lambda: scenario.ledger.count_attempts() >= 10)
+    await asyncio.to_thread(scenario.node.ctl, "close_all_connections", "fault test")
+    later = [ledger_envelope("ok") for _ in range(20)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check()
+    assert all(w.alive() for w in workers)
+    assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
+    scenario: Scenario,
+) -> None:
+    """kill -STOP past the heartbeat grace, then -CONT: the workers reconnect, nothing lost."""
+    await scenario.prepare()
+    workers = [await scenario.worker(), await scenario.worker()]
+    await scenario.publish(workload(30, 5, seconds=0.5))
+    await wait_for(lambda: scenario.ledger.count_attempts() >= 10)
+    scenario.node.freeze()
+    try:
+        await asyncio.sleep(FREEZE_SECONDS)  # past the heartbeat grace: it must reconnect
+    finally:
+        scenario.node.thaw()
+    later = [ledger_envelope("ok") for _ in range(20)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check(timeout=90)
+    assert all(w.alive() for w in workers)
+    assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+async def test_a_worker_consumes_again_after_its_queue_was_deleted_under_it(
+    scenario: Scenario,
+) -> None:
+    """The main queue deleted (consumer cancelled): the same worker redeclares it, consumes."""
+    await scenario.prepare()
+    worker = await scenario.worker()
+    channel = await scenario.broker.channel()
+    await channel.queue_delete(scenario.names.main_queue)
+    await channel.close()
+    later = [ledger_envelope("ok") for _ in range(10)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check()
+    assert worker.alive()
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    assert pids_of(scenario, [env.run_id for env in later]) == {worker.pid}

@@ -1,0 +1,68 @@
+"""A broker memory alarm blocks every publisher: consumers must keep acking, nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.faults.harness import Scenario
+from tests.faults.ledger import Fate
+from tests.faults.ledger_handlers import LedgerHandler
+from tests.faults.worker_tasks import TASK
+from tests.faults.workload import ledger_envelope
+from worker.registry import Registry
+
+pytestmark = pytest.mark.faults
+
+
+async def alarm_raised(scenario: Scenario) -> bool:
+    """True while the node reports a memory alarm."""
+    alarms = await asyncio.to_thread(scenario.node.ctl, "eval", "rabbit_alarm:get_alarms().")
+    return "memory" in alarms
+
+
+@pytest.fixture
+async def memory_alarm(scenario: Scenario) -> AsyncIterator[Any]:
+    """A function that raises the alarm (watermark 0); the watermark is restored afterwards."""
+
+    async def raise_alarm() -> None:
+        await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0")
+        async with asyncio.timeout(15):
+            while not await alarm_raised(scenario):
+                await asyncio.sleep(0.2)
+
+    yield raise_alarm
+    await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0.4")
+
+
+async def test_under_a_memory_alarm_consumers_keep_acking_and_publishers_recover(
+    scenario: Scenario,
+    run_private_worker: Any,
+    memory_alarm: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Successes are acked during the alarm, failures dead-lettered, publishers resume."""
+    monkeypatch.setattr("worker.fate.RECORD_TIMEOUT_SECONDS", 1.0)
+    await scenario.prepare()
+    ok = [ledger_envelope("ok") for _ in range(20)]
+    failing = [ledger_envelope("permanent", permanent=True) for _ in range(3)]
+    await scenario.publish([(env, "ok") for env in ok] + [(env, "permanent") for env in failing])
+    await memory_alarm()
+    later = [ledger_envelope("ok") for _ in range(5)]
+    blocked = asyncio.create_task(scenario.publish((env, "ok") for env in later))
+    registry = Registry()
+    registry.register(TASK, LedgerHandler(scenario.ledger))
+    await run_private_worker(registry)
+    await scenario.broker.wait_depth(scenario.names.failed_queue, len(failing), timeout=30)
+    during = scenario.ledger.report()
+    assert {during.runs[env.run_id].fate for env in ok} == {Fate.COMPLETED}
+    assert not blocked.done() and scenario.ledger.count_confirmed() == len(ok) + len(failing)
+    await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0.4")
+    await asyncio.wait_for(blocked, 30)
+    report = await scenario.check()
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    for env in failing:
+        assert "dead-lettered:rejected" in report.runs[env.run_id].reasons, report.table()

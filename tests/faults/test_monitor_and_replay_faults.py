@@ -1,0 +1,76 @@
+"""The monitor and the replay tool when the broker goes away under them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
+from tests.faults.ledger import Fate
+from tests.faults.processes import Proc
+from tests.faults.workload import ledger_envelope
+
+pytestmark = pytest.mark.faults
+
+TASK_FAILED = '"task failed"'
+
+
+async def fail_one(scenario: Scenario, monitor: Proc, count: int) -> None:
+    """Publish a task that fails for good and wait until the monitor reported ``count``."""
+    await scenario.publish([(ledger_envelope("permanent", permanent=True), "permanent")])
+    await monitor.wait_log(TASK_FAILED, count=count, timeout=60)
+
+
+async def test_the_monitor_reports_failures_after_lost_connections_and_a_frozen_broker(
+    scenario: Scenario,
+) -> None:
+    """After closed connections and a frozen broker the same monitor logs every failure."""
+    await scenario.prepare()
+    await scenario.worker()
+    monitor = await scenario.procs.spawn(
+        ["-m", "worker.monitor"], '"monitor started"', **scenario.worker_env()
+    ).ready()
+    await fail_one(scenario, monitor, 1)
+    await asyncio.to_thread(scenario.node.ctl, "close_all_connections", "fault test")
+    await fail_one(scenario, monitor, 2)
+    scenario.node.freeze()
+    try:
+        await asyncio.sleep(FREEZE_SECONDS)  # past the heartbeat grace: it must reconnect
+    finally:
+        scenario.node.thaw()
+    await fail_one(scenario, monitor, 3)
+    assert monitor.alive()
+    await scenario.check()
+
+
+async def test_a_broker_killed_during_a_replay_loses_no_task(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """kill -9 of the broker mid-replay: each task completes or stays in the failed queue."""
+    scenario.broker.queue_type = "quorum"
+    await scenario.prepare()
+    flag = tmp_path / "still-broken"
+    flag.touch()
+    tasks = [ledger_envelope("replayed", permanent_while=str(flag)) for _ in range(150)]
+    await scenario.publish((env, "replayed") for env in tasks)
+    await scenario.worker()
+    await scenario.broker.wait_depth(scenario.names.failed_queue, len(tasks), timeout=60)
+    flag.unlink()  # the cause is fixed: replayed tasks now succeed
+    replay = scenario.procs.spawn(
+        ["scripts/failed.py", "replay", "--all", "--rate", "50"],
+        '"replayed"',
+        **scenario.worker_env(),
+    )
+    await wait_for(lambda: scenario.ledger.count_attempts() >= len(tasks) + 20, timeout=60)
+    await asyncio.to_thread(scenario.node.kill)
+    await asyncio.to_thread(scenario.node.start)
+    assert await replay.wait(timeout=120) == 0, replay.log()[-2000:]
+    report = await scenario.settle(timeout=90)
+    assert (report.lost, report.unexpected) == ([], []), report.table()
+    for env in tasks:
+        run = report.runs[env.run_id]
+        assert run.fate in (Fate.COMPLETED, Fate.DUPLICATED), run
+        if run.fate is Fate.DUPLICATED:  # redelivered, or replayed with its record kept
+            assert run.explained() or (run.successes == 1 and run.records), run

@@ -1,0 +1,39 @@
+"""Tasks that outlive the broker's consumer_timeout (4 s on the private node)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.harness import Scenario
+from tests.faults.ledger import Fate
+from tests.faults.workload import ledger_envelope
+
+pytestmark = pytest.mark.faults
+
+
+async def test_a_worker_refuses_a_task_timeout_at_the_consumer_timeout(scenario: Scenario) -> None:
+    """Started with a task timeout equal to consumer_timeout, the worker exits 2 naming both."""
+    proc = scenario.spawn_worker(CRON_TASK_TIMEOUT_SECONDS="4")
+    assert await proc.wait() == 2
+    assert "CRON_TASK_TIMEOUT_SECONDS" in proc.log()
+    assert "CRON_CONSUMER_TIMEOUT_SECONDS" in proc.log()
+
+
+async def test_a_runaway_handler_is_stopped_by_the_task_timeout_before_the_broker_steps_in(
+    scenario: Scenario,
+) -> None:
+    """A minute-long handler asking for 100 s is cut below consumer_timeout on every attempt."""
+    await scenario.prepare()
+    runaway = ledger_envelope("runaway", seconds=60)
+    runaway = runaway.model_copy(update={"timeout_seconds": 100.0})
+    await scenario.publish([(runaway, "runaway")])
+    worker = await scenario.worker()
+    report = await scenario.check(timeout=60)
+    run = report.runs[runaway.run_id]
+    assert (run.fate, run.reasons) == (Fate.FAILED, ["retries-exhausted"])
+    assert [(n, redelivered, outcome) for n, redelivered, outcome in run.attempts] == [
+        (1, False, "interrupted"),
+        (2, False, "interrupted"),
+        (3, False, "interrupted"),
+    ]
+    assert "could not settle" not in worker.log()

@@ -1,0 +1,241 @@
+"""Fires go out in batches: the same messages as one publish each, each settled on its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pamqp.frame
+import pytest
+from aio_pika.abc import AbstractChannel
+from aio_pika.exceptions import DeliveryError, PublishError
+from aiormq.exceptions import AMQPError, ChannelNotFoundEntity
+from pamqp import commands as spec
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
+from structlog.testing import capture_logs
+
+import scheduler.batch
+import scheduler.publisher
+from scheduler.batch import Outgoing, encode, publish_batch
+from scheduler.schedules import load_schedules, parse_schedules
+from scheduler.service import Scheduler
+from scheduler.settings import SchedulerSettings
+from scheduler.timing import cron_timing
+from tests.conftest import TestBroker
+from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
+from topology.declare import queue_arguments
+from topology.envelope import Envelope
+from topology.publish import task_message
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def outgoing(envelope: Envelope, exchange: str, key: str) -> Outgoing:
+    """A batch message carrying an envelope, as the scheduler builds one."""
+    return Outgoing(exchange, key, envelope.encode(), envelope.run_id, envelope.headers())
+
+
+def test_batch_frames_are_byte_for_byte_those_of_a_single_publish() -> None:
+    """encode() writes what pamqp writes for task_message, a body split over frames included."""
+    envelope = Envelope(
+        task="report", payload={"text": "é" * 300}, run_id="nightly@x", schedule="nightly",
+        scheduled_for=T0,
+    )  # fmt: skip
+    body = envelope.encode()
+    frames: list[Any] = [
+        spec.Basic.Publish(exchange="ns_tasks", routing_key="1s-2s", mandatory=True),
+        ContentHeader(properties=task_message(envelope).properties, body_size=len(body)),
+        ContentBody(body[:500]),
+        ContentBody(body[500:]),
+    ]
+    expected = b"".join(pamqp.frame.marshal(frame, 7) for frame in frames)
+    assert encode(outgoing(envelope, "ns_tasks", "1s-2s"), 7, 500) == expected
+
+
+SCHEDULES = """
+[[schedule]]
+name = "plain"
+every = "5m"
+task = "noop"
+
+[[schedule]]
+name = "full"
+cron = "30 2 * * *"
+timezone = "Europe/Berlin"
+task = "http"
+payload = { url = "https://svc.example/hook", json = { n = 1.5, tags = ["a", "b"] } }
+timeout_seconds = 12.5
+concurrency = "Replace"
+"""
+
+
+@pytest.mark.parametrize("fire", [T0, T0 + timedelta(microseconds=250_000)])
+def test_a_fire_body_is_the_envelope_the_worker_decodes(fire: datetime, tmp_path: Path) -> None:
+    """Schedule.body is exactly Envelope.encode() of the fire, for every kind of schedule."""
+    schedules = parse_schedules(SCHEDULES, SchedulerSettings(schedules_file=tmp_path / "s"))
+    for schedule in schedules.schedules:
+        run_id = schedule.run_id(fire)
+        assert schedule.body(fire, run_id) == schedule.envelope(fire).encode()
+
+
+def test_schedules_sharing_a_cron_expression_share_one_timing_and_its_answers() -> None:
+    """One parse per expression and zone; questions asked in turn still get their own answer."""
+    shared = cron_timing("0 */6 * * *", "UTC")
+    assert cron_timing("0 */6 * * *", "UTC") is shared
+    assert cron_timing("0 */6 * * *", "Europe/Berlin") is not shared
+    answers = [shared.next_after(T0), shared.next_after(T0 + timedelta(hours=7))]
+    answers.append(shared.next_after(T0))
+    assert answers == [T0 + timedelta(hours=6), T0 + timedelta(hours=12), T0 + timedelta(hours=6)]
+
+
+@pytest.fixture
+async def confirming(broker: TestBroker) -> AsyncIterator[AbstractChannel]:
+    """A channel with publisher confirms where returns raise, as the scheduler's."""
+    channel = await broker.connection.channel(publisher_confirms=True, on_return_raises=True)
+    yield channel
+    if not channel.is_closed:
+        await channel.close()
+
+
+def envelopes(count: int, prefix: str = "e") -> list[Envelope]:
+    """``count`` distinct envelopes."""
+    return [
+        Envelope(task="noop", run_id=f"{prefix}{i}", schedule="s", scheduled_for=T0)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.broker
+async def test_every_message_of_a_batch_is_confirmed_and_arrives_as_sent(
+    broker: TestBroker, confirming: AbstractChannel
+) -> None:
+    """600 messages in batches of 200 are confirmed and arrive with body, id and headers."""
+    topology = await broker.declare()
+    sent = envelopes(600)
+    exchange = broker.names.tasks_exchange
+    batches = [
+        await publish_batch(confirming, [outgoing(e, exchange, "1s") for e in sent[i : i + 200]])
+        for i in range(0, 600, 200)
+    ]
+    deadline = asyncio.get_running_loop().time() + 30
+    outcomes = [o for batch in batches for o in await batch.settle(deadline)]
+    assert outcomes == [None] * 600
+    messages = await broker.get_all(topology.main.name)
+    assert [m.body for m in messages] == [e.encode() for e in sent]
+    assert all(m.message_id == e.run_id for m, e in zip(messages, sent, strict=True))
+    assert all(m.headers == e.headers() for m, e in zip(messages, sent, strict=True))
+    assert {(m.delivery_mode, m.content_type, m.routing_key) for m in messages} == {
+        (2, "application/json", "1s")
+    }
+
+
+@pytest.mark.broker
+async def test_a_returned_or_nacked_message_fails_alone_and_the_others_are_confirmed(
+    broker: TestBroker, confirming: AbstractChannel
+) -> None:
+    """Unroutable: PublishError; refused by a full queue: DeliveryError; the rest confirmed."""
+    full = f"{broker.names.namespace}_full"
+    # Test-only queue: reject-publish turns "full" into a nack the test can provoke.
+    arguments = {**queue_arguments("classic", max_length=1), "x-overflow": "reject-publish"}
+    await confirming.declare_queue(full, durable=True, arguments=arguments)
+    try:
+        first, second, lost, last = envelopes(4)
+        batch = [
+            outgoing(first, "", full),
+            outgoing(second, "", full),
+            outgoing(lost, "", f"{full}_nobody"),
+            outgoing(last, "", full),
+        ]
+        sent = await publish_batch(confirming, batch)
+        outcomes = await sent.settle(asyncio.get_running_loop().time() + 30)
+    finally:
+        await confirming.queue_delete(full)
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], DeliveryError) and isinstance(outcomes[3], DeliveryError)
+    assert isinstance(outcomes[2], PublishError)
+
+
+@pytest.mark.broker
+async def test_pending_confirms_fail_when_the_channel_closes_not_at_the_deadline(
+    broker: TestBroker, confirming: AbstractChannel
+) -> None:
+    """The broker closes the channel (unknown exchange): every message fails with its error."""
+    exchange = f"{broker.names.namespace}_no_such_exchange"
+    sent = await publish_batch(confirming, [outgoing(e, exchange, "k") for e in envelopes(3)])
+    # Without close detection these would fail only at the deadline, as TimeoutErrors.
+    outcomes = await sent.settle(asyncio.get_running_loop().time() + 20)
+    assert all(isinstance(o, ChannelNotFoundEntity) for o in outcomes)
+
+
+def burst(count: int, due: datetime) -> str:
+    """``count`` schedules whose first fire is ``due``."""
+    stamp = due.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "\n".join(
+        f'[[schedule]]\nname = "b{i}"\nevery = "1h"\nstart_at = {stamp}\ntask = "noop"\n'
+        for i in range(count)
+    )
+
+
+@pytest.fixture
+async def scheduler_run(broker: TestBroker) -> AsyncIterator[Any]:
+    """Run a scheduler in-process on a schedules file until the test ends."""
+    running: list[tuple[Scheduler, asyncio.Task[None]]] = []
+
+    async def start(path: Path) -> Scheduler:
+        settings = scheduler_settings(broker, path)
+        instance = Scheduler(settings, load_schedules(path, settings))
+        running.append((instance, asyncio.create_task(instance.run())))
+        await asyncio.wait_for(instance.leading.wait(), 15)
+        return instance
+
+    yield start
+    for instance, task in running:
+        instance.stop()
+        await asyncio.wait_for(task, 15)
+
+
+@pytest.mark.broker
+async def test_a_burst_of_schedules_due_together_is_published_once_each(
+    broker: TestBroker, scheduler_run: Any, tmp_path: Path
+) -> None:
+    """1,200 schedules firing in the same second: each fire is in the main queue exactly once."""
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, burst(1200, due))
+    await scheduler_run(path)
+    await wait_published(broker, 1200, timeout=30)
+    run_ids = sorted(envelope.run_id for _, envelope in await published(broker))
+    assert run_ids == sorted(f"b{i}@{due:%Y-%m-%dT%H:%M:%SZ}" for i in range(1200))
+
+
+@pytest.mark.broker
+async def test_a_fire_that_is_not_confirmed_is_published_again_and_lands_once(
+    broker: TestBroker, scheduler_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch fails: the fires are logged, sent again after a backoff, and kept once."""
+    original = scheduler.batch.publish_batch
+    calls = 0
+
+    async def failing_once(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise AMQPError("the broker refused the batch")
+        return await original(*args)
+
+    monkeypatch.setattr(scheduler.publisher, "publish_batch", failing_once)
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, burst(3, due))
+    with capture_logs() as logs:
+        await scheduler_run(path)
+        await wait_published(broker, 3)
+    retried = [e for e in logs if e["event"] == "fire not confirmed; publishing again"]
+    expected = [f"b{i}@{due:%Y-%m-%dT%H:%M:%SZ}" for i in range(3)]
+    assert sorted(e["run_id"] for e in retried) == expected
+    assert {e["attempt"] for e in retried} == {1}
+    assert sorted(env.run_id for _, env in await published(broker)) == expected
