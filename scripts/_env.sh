@@ -8,7 +8,7 @@ export CRON_AMQP_URL="${CRON_AMQP_URL:-amqp://guest:guest@localhost:5672/}"
 pick_python() {
     for candidate in python3.13 python3.12 python3.11 python3; do
         if command -v "$candidate" >/dev/null &&
-            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
             echo "$candidate"
             return 0
         fi

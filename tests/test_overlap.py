@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
 import pytest
 from aio_pika.abc import AbstractConnection
+from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
 from structlog.testing import capture_logs
 
 import worker.overlap
@@ -60,6 +62,22 @@ def run(concurrency: str, seconds: float, timeout: float = 10) -> Any:
         concurrency=concurrency,
         timeout_seconds=timeout,
     )
+
+
+async def wait_lock_released(broker: TestBroker, schedule: str, timeout: float = 10) -> None:
+    """Wait until no connection holds the schedule's lock queue (the broker deleted it)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            channel = await broker.channel()
+            try:
+                await channel.declare_queue(broker.names.lock_queue(schedule), passive=True)
+            except ChannelNotFoundEntity:
+                return
+            except ChannelLockedResource:
+                pass  # RESOURCE_LOCKED: still held
+            with suppress(Exception):
+                await channel.close()
+            await asyncio.sleep(0.05)
 
 
 async def assert_nothing_left(broker: TestBroker) -> None:
@@ -152,6 +170,8 @@ async def test_forbid_runs_one_after_another_once_the_lock_is_released(
     for _ in range(2):
         await publish(broker, run("Forbid", 0), plan(60_000))
         await recorder.wait_calls(len(recorder.calls) + 1)
+        # The handler was called; the lock goes back only once the attempt has ended.
+        await wait_lock_released(broker, "report")
     await asyncio.sleep(0.3)
     assert len(recorder.calls) == 2
     await assert_nothing_left(broker)

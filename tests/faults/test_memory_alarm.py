@@ -63,6 +63,9 @@ async def test_under_a_memory_alarm_consumers_keep_acking_and_publishers_recover
     await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0.4")
     await asyncio.wait_for(blocked, 30)
     report = await scenario.check()
-    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    # A publisher blocked by the alarm may send again after a lost confirm: a duplicate
+    # with that cause is allowed, an unexplained one or a loss is not.
+    assert {report.runs[env.run_id].fate for env in later} <= {Fate.COMPLETED, Fate.DUPLICATED}
+    assert not report.unexplained, report.table()
     for env in failing:
         assert "dead-lettered:rejected" in report.runs[env.run_id].reasons, report.table()
