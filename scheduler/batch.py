@@ -153,7 +153,7 @@ async def publish_batch(channel: AbstractChannel, messages: Sequence[Outgoing]) 
     one when the channel closes.
     """
     raw = cast(aiormq.Channel, await channel.get_underlay_channel())
-    _fail_on_close(channel, raw)
+    _fail_on_close(raw)
     data = b"".join(encode(m, raw.number, raw.max_content_size) for m in messages)
     payload = ChannelFrame(payload=data, should_close=False)
     async with raw.lock:
@@ -178,20 +178,21 @@ def _register(raw: aiormq.Channel, tag: int, message: Outgoing) -> asyncio.Futur
     return confirmation
 
 
-#: Channels whose pending confirms are failed when they close.
-_WATCHED: weakref.WeakSet[AbstractChannel] = weakref.WeakSet()
+#: aiormq channels whose pending confirms are failed when they close.
+_WATCHED: weakref.WeakSet[aiormq.Channel] = weakref.WeakSet()
 
 
-def _fail_on_close(channel: AbstractChannel, raw: aiormq.Channel) -> None:
-    if channel in _WATCHED:
+def _fail_on_close(raw: aiormq.Channel) -> None:
+    if raw in _WATCHED:
         return
-    _WATCHED.add(channel)
+    _WATCHED.add(raw)
 
-    def closed(_: object, error: BaseException | None = None) -> None:
+    def closed(closing: asyncio.Future[Any]) -> None:
+        error = None if closing.cancelled() else closing.exception()
         reason = error or ChannelInvalidStateError("the channel closed")
         for confirmation in list(raw.confirmations.values()):
             if isinstance(confirmation, asyncio.Future) and not confirmation.done():
                 confirmation.set_exception(reason)
                 confirmation.exception()  # read: no "never retrieved" if nobody waits
 
-    channel.close_callbacks.add(closed)
+    raw.closing.add_done_callback(closed)

@@ -68,7 +68,7 @@ class CronSettings(BaseSettings):
         10,
         ge=1,
         le=1000,
-        description="Quorum queues: deliveries of one message before the broker dead-letters it.",
+        description="Quorum queues: runs of a task whose worker keeps dying before it is failed.",
     )
     max_retries: int = Field(3, ge=0, le=50, description="Retries after the first attempt.")
     retry_delay_ms: int = Field(

@@ -95,13 +95,13 @@ def crash_loop(deaths: int, attempt: int, limit: int) -> Result:
     )
 
 
-def delivery_limit(deliveries: int, limit: int) -> Result:
+def delivery_limit(returns: int, limit: int) -> Result:
     """The terminal result of a quorum-queue message on the last delivery the broker allows."""
     return Result(
         Outcome.TERMINAL,
         "delivery-limit",
-        f"delivered {deliveries} times without being settled (CRON_DELIVERY_LIMIT={limit}): "
-        "each time the worker died or was stopped mid-attempt; fix the handler, then replay",
+        f"handed back unsettled {returns} times (CRON_DELIVERY_LIMIT={limit}): each time the "
+        "worker died or was stopped mid-attempt; fix the handler, then replay the task",
     )
 
 
@@ -139,7 +139,7 @@ class CrashGuard:
         returns = count if isinstance(count, int) else 0
         if returns < self._delivery_limit:
             return UNMARKED
-        return Mark(looping=delivery_limit(returns + 1, self._delivery_limit))
+        return Mark(looping=delivery_limit(returns, self._delivery_limit))
 
     async def _mark(self, channel: AbstractRobustChannel, name: str, attempt: int) -> Mark:
         args = queue_arguments("classic", expires_ms=MARKER_EXPIRES_MS)
