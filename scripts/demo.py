@@ -91,6 +91,7 @@ class Service:
 SERVICES = [
     Service("worker", ["-m", "worker"]),
     Service("scheduler", ["-m", "scheduler"]),
+    Service("monitor", ["-m", "worker.monitor"]),
 ]
 
 
@@ -179,6 +180,14 @@ async def delete_namespace(settings: CronSettings) -> None:
             await channel.exchange_delete(exchange)
 
 
+def print_monitor() -> None:
+    """What the monitor logged (and would alert on with CRON_ALERT_WEBHOOK_URL set)."""
+    seen = list(by_name("monitor").events("task failed"))
+    print(f"\nmonitor: {len(seen)} failed task(s) logged as ERROR")
+    for event in seen:
+        print(f"  {event.get('run_id')}: {event.get('reason')} after {event.get('attempts')}")
+
+
 def main() -> int:
     """Run the demo; exit 0 when it showed fires, a retry and a failure."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -196,6 +205,7 @@ def main() -> int:
     print_attempts()
     print_summary()
     print_failed(records)
+    print_monitor()
     if not args.keep:
         asyncio.run(delete_namespace(settings))
     print(f"\nlogs: {', '.join(str(s.log.relative_to(ROOT)) for s in SERVICES)}")
