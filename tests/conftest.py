@@ -6,7 +6,7 @@ import asyncio
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import aio_pika
@@ -150,26 +150,41 @@ async def broker(amqp_url: str, request: pytest.FixtureRequest) -> AsyncIterator
         await test_broker.cleanup()
 
 
-@pytest.fixture
-async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
-    """Start in-process workers on the test's namespace; all are stopped afterwards."""
-    started: list[tuple[Worker, asyncio.Task[None]]] = []
+class InProcessWorkers:
+    """Workers run as tasks of the test's event loop, with settings from ``settings``."""
 
-    async def start(registry: Registry | None = None, **overrides: Any) -> Worker:
-        worker = Worker(broker.settings(**overrides), registry)
+    def __init__(self, settings: Callable[..., WorkerSettings], start_timeout: float) -> None:
+        self._settings = settings
+        self._start_timeout = start_timeout
+        self._started: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    async def start(self, registry: Registry | None = None, **overrides: Any) -> Worker:
+        """Start a worker and wait until it consumes (or raise why it could not)."""
+        worker = Worker(self._settings(**overrides), registry)
         task = asyncio.create_task(worker.run())
-        started.append((worker, task))
+        self._started.append((worker, task))
         ready = asyncio.create_task(worker.ready.wait())
-        await asyncio.wait({ready, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {ready, task}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if task.done():
             ready.cancel()
             task.result()
         return worker
 
-    yield start
-    for worker, task in started:
-        worker.stop()
-        await asyncio.wait_for(task, 30)
+    async def stop_all(self, timeout: float) -> None:
+        """Stop every worker started and wait for each to finish."""
+        for worker, task in self._started:
+            worker.stop()
+            await asyncio.wait_for(task, timeout)
+
+
+@pytest.fixture
+async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
+    """Start in-process workers on the test's namespace; all are stopped afterwards."""
+    workers = InProcessWorkers(broker.settings, start_timeout=15)
+    yield workers.start
+    await workers.stop_all(timeout=30)
 
 
 @pytest.fixture

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import TestBroker
+from tests.conftest import InProcessWorkers, TestBroker
 from tests.faults.harness import Scenario
 from tests.faults.ledger import Ledger
 from tests.faults.processes import Procs, base_env
 from tests.private_broker import PrivateBroker
-from worker.consumer import Worker
-from worker.registry import Registry
 
 
 @pytest.fixture
@@ -60,20 +58,8 @@ def private_worker_settings(broker: TestBroker, **overrides: Any) -> Any:
 @pytest.fixture
 async def run_private_worker(private_test_broker: TestBroker) -> AsyncIterator[Any]:
     """Start in-process workers on the private node; all are stopped afterwards."""
-    started: list[tuple[Worker, asyncio.Task[None]]] = []
-
-    async def start(registry: Registry | None = None, **overrides: Any) -> Worker:
-        worker = Worker(private_worker_settings(private_test_broker, **overrides), registry)
-        task = asyncio.create_task(worker.run())
-        started.append((worker, task))
-        ready = asyncio.create_task(worker.ready.wait())
-        await asyncio.wait({ready, task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            ready.cancel()
-            task.result()
-        return worker
-
-    yield start
-    for worker, task in started:
-        worker.stop()
-        await asyncio.wait_for(task, 60)
+    workers = InProcessWorkers(
+        partial(private_worker_settings, private_test_broker), start_timeout=30
+    )
+    yield workers.start
+    await workers.stop_all(timeout=60)
