@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import aio_pika
 
@@ -84,9 +84,28 @@ def failure_headers(
     return record
 
 
-def failure_record(
-    message: aio_pika.abc.AbstractIncomingMessage, failure: Failure
-) -> aio_pika.Message:
+class Received(Protocol):
+    """What a failure record copies from the message it stands for."""
+
+    @property
+    def body(self) -> bytes: ...  # noqa: D102 - a property of the protocol
+    @property
+    def headers(self) -> Mapping[str, Any]: ...  # noqa: D102
+    @property
+    def routing_key(self) -> str | None: ...  # noqa: D102
+    @property
+    def message_id(self) -> str | None: ...  # noqa: D102
+    @property
+    def content_type(self) -> str | None: ...  # noqa: D102
+    @property
+    def content_encoding(self) -> str | None: ...  # noqa: D102
+    @property
+    def correlation_id(self) -> str | None: ...  # noqa: D102
+    @property
+    def timestamp(self) -> datetime | None: ...  # noqa: D102
+
+
+def failure_record(message: Received, failure: Failure) -> aio_pika.Message:
     """The message published to the failed queue for ``message``."""
     return aio_pika.Message(
         message.body,

@@ -11,12 +11,8 @@ import time
 from contextlib import AsyncExitStack
 
 import structlog
-from aio_pika.abc import (
-    AbstractIncomingMessage,
-    AbstractQueue,
-    AbstractRobustChannel,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractChannel, AbstractRobustConnection
+from aiormq.abc import DeliveredMessage
 
 from topology.amqp import connect, publish_channel
 from topology.declare import declare_topology
@@ -26,6 +22,7 @@ from topology.records import attempt_number
 from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext
 from worker.crashloop import UNMARKED, CrashGuard, Mark
+from worker.delivery import Delivery
 from worker.fate import Action, Settler, Verdict, decide
 from worker.handlers import LazyHttp, builtin_registry
 from worker.limits import body_too_large
@@ -33,6 +30,7 @@ from worker.metrics import WorkerMetrics
 from worker.overlap import run_guarded
 from worker.registry import Registry
 from worker.settings import WorkerSettings
+from worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
 _LEVELS = {
@@ -60,7 +58,7 @@ class Worker:
         self._settling: set[asyncio.Task[object]] = set()
         self._metrics = WorkerMetrics(settings.metrics_port != 0)
         self._connection: AbstractRobustConnection | None = None
-        self._channel: AbstractRobustChannel | None = None
+        self._subscription: Subscription | None = None
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -68,13 +66,7 @@ class Worker:
 
     def consuming(self) -> bool:
         """True while the broker delivers to this worker: a cancelled consumer is unhealthy."""
-        channel = self._channel
-        if channel is None or channel.is_closed:
-            return False
-        # aio-pika offers the live aiormq channel only through an async getter; its
-        # consumers map is what a broker-side Basic.Cancel empties.
-        underlay = getattr(channel, "_channel", None)
-        return underlay is not None and bool(underlay.channel.consumers)
+        return self._subscription is not None and self._subscription.active()
 
     def stop(self) -> None:
         """Ask the worker to stop taking tasks and shut down gracefully."""
@@ -83,22 +75,22 @@ class Worker:
     async def run(self) -> None:
         """Connect, declare, consume until stopped, then drain and close."""
         async with AsyncExitStack() as stack:
-            queue = await self._start(stack)
-            tag = await queue.consume(self._on_message)
+            subscription = await self._start(stack)
+            await subscription.start(self._redeclare)
             self.ready.set()
             log.info(
                 "worker started",
-                queue=queue.name,
+                queue=self.names.main_queue,
                 prefetch=self.settings.prefetch,
                 tasks=self._registry.names(),
                 broker=self.settings.safe_url,
             )
             await self._stop.wait()
-            await queue.cancel(tag)
+            await subscription.stop()
             await self._drain()
         log.info("worker stopped")
 
-    async def _start(self, stack: AsyncExitStack) -> AbstractQueue:
+    async def _start(self, stack: AsyncExitStack) -> Subscription:
         consume_conn = await connect(self.settings, "warren-worker-consume")
         stack.push_async_callback(consume_conn.close)
         publish_conn = await connect(self.settings, "warren-worker-publish")
@@ -109,14 +101,25 @@ class Worker:
         self._registry = builtin_registry(http).merged(self._extra)
         self._connection = consume_conn
         channel = await consume_conn.channel()
-        self._channel = channel
         await channel.set_qos(prefetch_count=self.settings.prefetch)
-        topology = await declare_topology(
-            channel, self.names, self.settings.queue_type, self.settings.delivery_limit
-        )
+        await self._declare(channel)
         publisher = await publish_channel(publish_conn)
         self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
-        return topology.main
+        self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
+        return self._subscription
+
+    async def _declare(self, channel: AbstractChannel) -> None:
+        settings = self.settings
+        await declare_topology(channel, self.names, settings.queue_type, settings.delivery_limit)
+
+    async def _redeclare(self) -> None:
+        # On a channel of its own: a conflicting declaration closes the channel it ran on.
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await self._declare(channel)
+        finally:
+            await channel.close()
 
     async def _drain(self) -> None:
         grace = self.settings.shutdown_grace_seconds
@@ -129,7 +132,8 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._running, *self._settling, return_exceptions=True)
 
-    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+    async def _on_delivery(self, delivered: DeliveredMessage) -> None:
+        message = Delivery(delivered)
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
@@ -141,7 +145,7 @@ class Worker:
             envelope, result = await self._checked_attempt(message, attempt, mark)
             self._running.discard(task)
             self._settling.add(task)
-            verdict = decide(result, message.routing_key or "")
+            verdict = decide(result, message.routing_key)
             settled = await self._settle(message, verdict, attempt)
             self._log(message, envelope, attempt, verdict, time.monotonic() - started)
         finally:
@@ -151,16 +155,14 @@ class Worker:
             self._settling.discard(task)
 
     async def _checked_attempt(
-        self, message: AbstractIncomingMessage, attempt: int, mark: Mark
+        self, message: Delivery, attempt: int, mark: Mark
     ) -> tuple[Envelope | None, Result]:
         refused = body_too_large(message.body, self.settings.max_body_bytes) or mark.looping
         if refused is not None:
             return None, refused
         return await self._attempt(message, attempt)
 
-    async def _attempt(
-        self, message: AbstractIncomingMessage, attempt: int
-    ) -> tuple[Envelope | None, Result]:
+    async def _attempt(self, message: Delivery, attempt: int) -> tuple[Envelope | None, Result]:
         try:
             envelope = Envelope.decode(message.body)
         except MessageDecodeError as error:
@@ -184,9 +186,7 @@ class Worker:
             timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
         )
 
-    async def _settle(
-        self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
-    ) -> bool:
+    async def _settle(self, message: Delivery, verdict: Verdict, attempt: int) -> bool:
         assert self._settler is not None
         try:
             await self._settler.settle(message, verdict, attempt)
@@ -202,7 +202,7 @@ class Worker:
 
     def _log(
         self,
-        message: AbstractIncomingMessage,
+        message: Delivery,
         envelope: Envelope | None,
         attempt: int,
         verdict: Verdict,

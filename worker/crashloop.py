@@ -41,16 +41,13 @@ from dataclasses import dataclass
 
 import aio_pika
 import structlog
-from aio_pika.abc import (
-    AbstractIncomingMessage,
-    AbstractRobustChannel,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 
 from topology.amqp import CONNECTION_ERRORS
 from topology.declare import queue_arguments
 from topology.names import Names
 from worker.attempt import Outcome, Result
+from worker.delivery import Delivery
 from worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker.crashloop")
@@ -120,7 +117,7 @@ class CrashGuard:
         if not self._quorum:
             self._channel = await connection.channel(publisher_confirms=True)
 
-    async def enter(self, message: AbstractIncomingMessage, attempt: int) -> Mark:
+    async def enter(self, message: Delivery, attempt: int) -> Mark:
         """Before an attempt: mark a redelivered one, or say it is crash-looping."""
         if self._quorum:
             return self._counted(message)
@@ -134,8 +131,8 @@ class CrashGuard:
             log.warning("crash marker not placed; running unmarked", queue=name, error=repr(error))
             return Mark(queue=name)
 
-    def _counted(self, message: AbstractIncomingMessage) -> Mark:
-        count = (message.headers or {}).get("x-delivery-count")
+    def _counted(self, message: Delivery) -> Mark:
+        count = message.headers.get("x-delivery-count")
         returns = count if isinstance(count, int) else 0
         if returns < self._delivery_limit:
             return UNMARKED

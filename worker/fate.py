@@ -20,12 +20,13 @@ from enum import Enum
 from functools import lru_cache
 
 import structlog
-from aio_pika.abc import AbstractExchange, AbstractIncomingMessage
+from aio_pika.abc import AbstractExchange
 
 from topology.names import FAILED_KEY, FINAL_KEY
 from topology.plan import PlanError, RetryPlan
 from topology.records import Failure, failure_record
 from worker.attempt import Outcome, Result
+from worker.delivery import Delivery
 
 log = structlog.get_logger("worker.fate")
 #: How long a failure record may wait for its confirm before the message is NACKed instead.
@@ -90,18 +91,16 @@ class Settler:
     def __init__(self, dlx: AbstractExchange) -> None:
         self._dlx = dlx
 
-    async def settle(
-        self, message: AbstractIncomingMessage, verdict: Verdict, attempt: int
-    ) -> None:
+    async def settle(self, message: Delivery, verdict: Verdict, attempt: int) -> None:
         """Carry out ``verdict``; the message is acked only once its fate is safe."""
         if verdict.action in ACKED:
             await message.ack()
         elif verdict.action is Action.RETRY:
-            await message.reject(requeue=False)
+            await message.reject()
         else:
             await self._fail(message, Failure(verdict.reason, verdict.error, attempt))
 
-    async def _fail(self, message: AbstractIncomingMessage, failure: Failure) -> None:
+    async def _fail(self, message: Delivery, failure: Failure) -> None:
         try:
             await self._dlx.publish(
                 failure_record(message, failure),
@@ -115,6 +114,6 @@ class Settler:
                 run_id=message.message_id,
                 error=repr(error),
             )
-            await message.reject(requeue=False)
+            await message.reject()
             return
         await message.ack()

@@ -45,8 +45,9 @@ class Run:
 
 
 def summary(values: Sequence[float]) -> str:
-    """``median (min-max)`` of one figure over the rounds."""
-    return f"{statistics.median(values):,.1f} ({min(values):,.1f}-{max(values):,.1f})"
+    """``median (min-max)`` of one figure over the rounds; ratios get two decimals."""
+    spec = ",.2f" if max(values) < 10 else ",.1f"
+    return f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
 
 
 def print_table(title: str, rows: list[tuple[str, list[float]]]) -> None:

@@ -1,0 +1,82 @@
+"""One delivered task message, read from aiormq's frame as it is.
+
+aio-pika copies every property of a delivery into an ``IncomingMessage`` before the callback
+runs (a sixth of the worker's CPU per task at full speed); a ``Delivery`` keeps aiormq's
+``DeliveredMessage`` and reads a property only when something asks for it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+
+
+class Delivery:
+    """A task message delivered to this worker, with the means to settle it."""
+
+    __slots__ = ("_deliver", "_message", "_tag")
+
+    def __init__(self, message: DeliveredMessage) -> None:
+        self._message = message
+        deliver = message.delivery
+        assert isinstance(deliver, Basic.Deliver)
+        self._deliver = deliver
+        self._tag = deliver.delivery_tag or 0
+
+    @property
+    def body(self) -> bytes:
+        """The message body, as published."""
+        return self._message.body
+
+    @property
+    def headers(self) -> dict[str, Any]:
+        """AMQP headers: ``cron-*`` and the broker's ``x-death``."""
+        return self._message.header.properties.headers or {}
+
+    @property
+    def routing_key(self) -> str:
+        """The retry plan key the message was published with."""
+        return self._deliver.routing_key or ""
+
+    @property
+    def redelivered(self) -> bool:
+        """True when the broker handed this message out before (a worker died holding it)."""
+        return bool(self._deliver.redelivered)
+
+    @property
+    def message_id(self) -> str | None:
+        """The run id, as a message property."""
+        return self._message.header.properties.message_id
+
+    @property
+    def content_type(self) -> str | None:
+        """Content type property."""
+        return self._message.header.properties.content_type
+
+    @property
+    def content_encoding(self) -> str | None:
+        """Content encoding property."""
+        return self._message.header.properties.content_encoding
+
+    @property
+    def correlation_id(self) -> str | None:
+        """Correlation id property."""
+        return self._message.header.properties.correlation_id
+
+    @property
+    def timestamp(self) -> datetime | None:
+        """Timestamp property."""
+        return self._message.header.properties.timestamp
+
+    async def ack(self) -> None:
+        """Acknowledge: the broker forgets the message."""
+        # Not waiting for the frame to reach the socket: a lost ack means a redelivery,
+        # the same as a connection lost just after the write.
+        await self._message.channel.basic_ack(self._tag, wait=False)
+
+    async def reject(self) -> None:
+        """Reject without requeue: the broker dead-letters the message."""
+        await self._message.channel.basic_reject(self._tag, requeue=False, wait=False)

@@ -1,0 +1,109 @@
+"""The worker's consumer on the main queue, on aiormq's channel, kept alive until stopped.
+
+aio-pika's ``queue.consume`` runs each delivery through a wrapper that builds an
+``IncomingMessage`` and starts a second task for the callback: at thousands of tasks a
+second that is as much CPU as the worker's own work. Consuming on the channel underneath
+gives one task and one ``Delivery`` per message. In exchange, what aio-pika's robust queue
+does for its own consumers is done here: consume again when the channel is reopened after a
+reconnect, and when the broker cancels the consumer (its queue was deleted), declare the
+topology again and consume again, retrying until that works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, cast
+
+import aiormq
+import structlog
+from aio_pika.abc import AbstractRobustChannel
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+
+log = structlog.get_logger("worker")
+#: Pause between two tries to consume again after the broker cancelled the consumer.
+RETRY_SECONDS = 1.0
+
+OnDelivery = Callable[[DeliveredMessage], Coroutine[Any, Any, None]]
+Redeclare = Callable[[], Awaitable[object]]
+
+
+class Subscription:
+    """One consumer on ``queue``, restored after reconnects and broker-side cancels."""
+
+    def __init__(self, channel: AbstractRobustChannel, queue: str, on_delivery: OnDelivery) -> None:
+        self._channel = channel
+        self._queue = queue
+        self._on_delivery = on_delivery
+        self._tag = f"warren-{uuid.uuid4().hex}"
+        self._wake = asyncio.Event()
+        self._cancelled = False
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def start(self, redeclare: Redeclare) -> None:
+        """Consume now, and again whenever the consumer is lost, until ``stop``."""
+        await self._consume(await self._live())
+        self._channel.reopen_callbacks.add(self._on_reopen)
+        self._keeper = asyncio.create_task(self._keep(redeclare))
+
+    async def stop(self) -> None:
+        """Stop consuming: deliveries already here run on, no new ones arrive."""
+        self._channel.reopen_callbacks.discard(self._on_reopen)
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)
+        underlay = self._underlay()
+        if underlay is not None and self._tag in underlay.consumers:
+            await underlay.basic_cancel(self._tag)
+
+    def active(self) -> bool:
+        """True while the broker delivers to this consumer."""
+        underlay = self._underlay()
+        return underlay is not None and self._tag in underlay.consumers
+
+    def _underlay(self) -> aiormq.Channel | None:
+        if self._channel.is_closed:
+            return None
+        # aio-pika offers the live aiormq channel only through an async getter.
+        context = getattr(self._channel, "_channel", None)
+        return None if context is None else cast(aiormq.Channel, context.channel)
+
+    async def _live(self) -> aiormq.Channel:
+        # Its consumers map is what a broker-side Basic.Cancel empties.
+        return cast(aiormq.Channel, await self._channel.get_underlay_channel())
+
+    async def _consume(self, underlay: aiormq.Channel) -> None:
+        underlay.on_consumer_cancel_callbacks.add(self._on_cancel)
+        await underlay.basic_consume(self._queue, self._on_delivery, consumer_tag=self._tag)
+
+    def _on_cancel(self, frame: Basic.Cancel) -> None:
+        if frame.consumer_tag == self._tag:
+            self._cancelled = True
+            self._wake.set()
+
+    def _on_reopen(self, _channel: object) -> None:
+        self._wake.set()
+
+    async def _keep(self, redeclare: Redeclare) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._restore(redeclare)
+            except Exception as error:
+                log.warning("consumer not restored; retrying", queue=self._queue, error=repr(error))
+                await asyncio.sleep(RETRY_SECONDS)
+                self._wake.set()
+
+    async def _restore(self, redeclare: Redeclare) -> None:
+        underlay = await self._live()
+        if self._tag in underlay.consumers:
+            return
+        if self._cancelled:
+            # The queue may be gone: declare it (and its bindings) before consuming.
+            await redeclare()
+            self._cancelled = False
+        await self._consume(underlay)
+        log.info("consuming again", queue=self._queue)
