@@ -1,7 +1,9 @@
 """Replay failed tasks: back to the tasks exchange with a fresh retry plan, nothing lost.
 
 Each matching record is published (plan declared first, persistent, mandatory, confirmed)
-before it is acked from the failed queue. If the connection drops, unacked records go back to
+before it is acked from the failed queue. Up to ``WINDOW`` records are in flight at once:
+reading the next record does not wait for the confirm of the last, and each record is acked
+when its own confirm arrives. If the connection drops, unacked records go back to
 the failed queue and the run resumes once the broker answers: a record whose publish was
 confirmed but whose ack was lost is acked on the next pass without a second publish. At worst
 a task is in both queues; its run id tells the copies apart.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -39,6 +41,8 @@ log = structlog.get_logger("replay")
 #: Failures kept in ``cron-history``: AMQP headers must fit in one frame.
 HISTORY_LIMIT = 5
 PUBLISH_TIMEOUT_SECONDS = 30.0
+#: Records published and waiting for their confirm at any one time.
+WINDOW = 200
 #: Errors after which the connection is reopened and the run resumes.
 BROKER_TROUBLE: tuple[type[BaseException], ...] = (
     *CONNECTION_ERRORS,
@@ -183,22 +187,27 @@ class Replayer:
         self.tally.errors.append(f"broker unreachable for {self.options.reconnect_seconds}s")
         return False
 
-    def _done(self) -> bool:
+    def _done(self, in_flight: int) -> bool:
         limit = self.options.limit
-        return limit is not None and self.tally.moved + self.tally.failed >= limit
+        return limit is not None and self.tally.moved + self.tally.failed + in_flight >= limit
 
     async def _session(self) -> None:
         connection = await connect(self.settings, "warren-replay")
         self._connected = True
         async with connection:
             exchange, plans = await self._publisher(connection)
-            async with holding(connection, self.names.failed_queue) as held:
+            async with (
+                holding(connection, self.names.failed_queue) as held,
+                Window(WINDOW) as moves,
+            ):
                 async for message in held.messages():
-                    if self._done():
+                    if self._done(len(moves)):
                         break  # this one is held and goes back in place
-                    await self._one(message, exchange, plans)
+                    await self._one(message, exchange, plans, moves)
                     if self.options.progress is not None:
                         self.options.progress(*held.progress(message))
+                # Every move settles before the channel closes and returns what was not acked.
+                await moves.drain()
 
     async def _publisher(
         self, connection: AbstractRobustConnection
@@ -211,7 +220,11 @@ class Replayer:
         return topology.tasks, PlanDeclarer(channel, self.names, settings.queue_type)
 
     async def _one(
-        self, message: AbstractIncomingMessage, exchange: AbstractExchange, plans: PlanDeclarer
+        self,
+        message: AbstractIncomingMessage,
+        exchange: AbstractExchange,
+        plans: PlanDeclarer,
+        moves: Window,
     ) -> None:
         self.tally.scanned += 1
         record = read_record(message, self.names.main_queue)
@@ -224,17 +237,25 @@ class Replayer:
         elif key in self._published:
             await message.ack()  # confirmed on an earlier pass whose ack was lost
             self.tally.moved += 1
-        elif await self._publish(record, key, exchange, plans):
+        else:
+            await self._pace()
+            await plans.declare(self.options.plan_for(record))
+            await moves.start(self._move(message, record, key, exchange))
+
+    async def _move(
+        self,
+        message: AbstractIncomingMessage,
+        record: FailedRecord,
+        key: str,
+        exchange: AbstractExchange,
+    ) -> None:
+        if await self._publish(record, key, exchange):
             await message.ack()
             self.tally.moved += 1
 
-    async def _publish(
-        self, record: FailedRecord, key: str, exchange: AbstractExchange, plans: PlanDeclarer
-    ) -> bool:
-        await self._pace()
+    async def _publish(self, record: FailedRecord, key: str, exchange: AbstractExchange) -> bool:
         plan = self.options.plan_for(record)
         try:
-            await plans.declare(plan)
             await exchange.publish(
                 replay_message(record), plan.key, mandatory=True, timeout=PUBLISH_TIMEOUT_SECONDS
             )
@@ -257,3 +278,47 @@ class Replayer:
         if self._next_publish > now:
             await asyncio.sleep(self._next_publish - now)
         self._next_publish = max(now, self._next_publish) + 1.0 / self.options.rate
+
+
+class Window:
+    """Runs at most ``size`` moves at once; the first one that raised is raised again by the next
+    ``start`` or by ``drain``, and leaving the block cancels whatever is still running."""
+
+    def __init__(self, size: int) -> None:
+        self._slots = asyncio.Semaphore(size)
+        self._running: set[asyncio.Task[None]] = set()
+        self._error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    async def __aenter__(self) -> Window:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for task in self._running:
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def start(self, move: Coroutine[Any, Any, None]) -> None:
+        """Start ``move`` once a slot is free."""
+        self._raise()
+        await self._slots.acquire()
+        task = asyncio.create_task(move)
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+
+    async def drain(self) -> None:
+        """Wait for every move started so far."""
+        await asyncio.gather(*self._running, return_exceptions=True)
+        self._raise()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slots.release()
+        if not task.cancelled() and self._error is None:
+            self._error = task.exception()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
