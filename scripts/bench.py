@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import os
 import statistics
 import subprocess
@@ -32,8 +33,8 @@ from benchlib import replay as replay_bench  # noqa: E402
 from benchlib.common import (  # noqa: E402 - after the path fix above
     DEFAULT_URL,
     Bench,
+    LineCounter,
     Run,
-    count_attempts,
     last_attempt_time,
     print_table,
     reached,
@@ -58,7 +59,8 @@ def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: 
             stderr=subprocess.STDOUT,
             env=worker_env(bench, prefetch, modules),
         )
-        wait_until(lambda: count_attempts(log) >= expected or process.poll() is not None, 600)
+        attempts = LineCounter(log)
+        wait_until(lambda: attempts() >= expected or process.poll() is not None, 600)
     ended = last_attempt_time(log)
     cpu, rss = reap(process)
     return Run(ended - started, expected, cpu, rss)
@@ -189,14 +191,15 @@ def soak(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
             stderr=subprocess.STDOUT,
             env=worker_env(bench, args.prefetch),
         )
-        wait_until(reached(log, 10_000), 600)
+        attempts = LineCounter(log)
+        wait_until(reached(attempts, 10_000), 600)
         early = rss_mb(process.pid)
         done = 10_000
         while done < args.tasks:
             batch = min(20_000, args.tasks - done)
             asyncio.run(bench.fill(batch, "noop", RetryPlan((1000,))))
             done += batch
-            wait_until(reached(log, done), 600)
+            wait_until(reached(attempts, done), 600)
         late = rss_mb(process.pid)
     reap(process)
     print_table(
@@ -243,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(raw_consumer(url, queue, int(prefetch), int(expected)))
         return 0
     args = parse_args(argv)
+    # As an install does: the project's modules start from bytecode, as aio-pika's do, also
+    # where PYTHONDONTWRITEBYTECODE keeps Python from writing it.
+    for package in ("topology", "worker", "scheduler"):
+        compileall.compile_dir(ROOT / package, quiet=1)
     bench = Bench(args.url)
     workdir = ROOT / ".bench"
     workdir.mkdir(exist_ok=True)

@@ -2,12 +2,16 @@
 
 The worker writes a line per attempt, thousands a second at full speed, so the JSON path is
 kept lean: the timestamp's date and time are formatted once per second, and lines written
-from the event loop are flushed once per pass of the loop rather than once each.
+from the event loop are buffered and written once per pass of the loop rather than once each
+(also with ``PYTHONUNBUFFERED=1``, which would otherwise make every line a system call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import io
 import logging
 import sys
 import time
@@ -69,6 +73,22 @@ class LineWriter:
     debug = info = warning = warn = error = critical = exception = fatal = failure = msg
 
 
+def _stdout_buffer() -> BinaryIO:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, io.UnsupportedOperation):
+        return sys.stdout.buffer  # replaced by a test harness: write where it points
+    return _buffered(fd)
+
+
+@functools.cache
+def _buffered(fd: int) -> BinaryIO:
+    # A buffer of our own on the descriptor, which stays open when this object goes.
+    stream = open(fd, "wb", closefd=False)  # noqa: SIM115 - lives as long as the process
+    atexit.register(stream.flush)
+    return stream
+
+
 def _line_writer(stream: BinaryIO) -> Any:
     writer = LineWriter(stream)
     return lambda *_args: writer
@@ -86,7 +106,7 @@ def configure_logging(level: str = "INFO", fmt: Literal["json", "console"] = "js
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(serializer=orjson.dumps),
         ]
-        factory: Any = _line_writer(sys.stdout.buffer)
+        factory: Any = _line_writer(_stdout_buffer())
     else:
         processors += [
             structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -19,6 +19,7 @@ from topology.declare import declare_topology
 from topology.envelope import Envelope, MessageDecodeError
 from topology.names import Names
 from topology.records import attempt_number
+from worker.acks import Acks
 from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext
 from worker.crashloop import UNMARKED, CrashGuard, Mark
@@ -132,8 +133,8 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._running, *self._settling, return_exceptions=True)
 
-    async def _on_delivery(self, delivered: DeliveredMessage) -> None:
-        message = Delivery(delivered)
+    async def _on_delivery(self, acks: Acks, delivered: DeliveredMessage) -> None:
+        message = Delivery(delivered, acks)
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)

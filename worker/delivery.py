@@ -13,18 +13,22 @@ from typing import Any
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
+from worker.acks import Acks
+
 
 class Delivery:
     """A task message delivered to this worker, with the means to settle it."""
 
-    __slots__ = ("_deliver", "_message", "_tag")
+    __slots__ = ("_acks", "_deliver", "_message", "_tag")
 
-    def __init__(self, message: DeliveredMessage) -> None:
+    def __init__(self, message: DeliveredMessage, acks: Acks) -> None:
         self._message = message
         deliver = message.delivery
         assert isinstance(deliver, Basic.Deliver)
         self._deliver = deliver
         self._tag = deliver.delivery_tag or 0
+        self._acks = acks
+        acks.delivered(self._tag)
 
     @property
     def body(self) -> bytes:
@@ -72,11 +76,9 @@ class Delivery:
         return self._message.header.properties.timestamp
 
     async def ack(self) -> None:
-        """Acknowledge: the broker forgets the message."""
-        # Not waiting for the frame to reach the socket: a lost ack means a redelivery,
-        # the same as a connection lost just after the write.
-        await self._message.channel.basic_ack(self._tag, wait=False)
+        """Acknowledge (sent at the end of this loop pass): the broker forgets the message."""
+        self._acks.ack(self._tag)
 
     async def reject(self) -> None:
         """Reject without requeue: the broker dead-letters the message."""
-        await self._message.channel.basic_reject(self._tag, requeue=False, wait=False)
+        await self._acks.reject(self._tag)

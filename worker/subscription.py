@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, cast
 
 import aiormq
@@ -22,11 +23,13 @@ from aio_pika.abc import AbstractRobustChannel
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
+from worker.acks import Acks
+
 log = structlog.get_logger("worker")
 #: Pause between two tries to consume again after the broker cancelled the consumer.
 RETRY_SECONDS = 1.0
 
-OnDelivery = Callable[[DeliveredMessage], Coroutine[Any, Any, None]]
+OnDelivery = Callable[[Acks, DeliveredMessage], Coroutine[Any, Any, None]]
 Redeclare = Callable[[], Awaitable[object]]
 
 
@@ -76,7 +79,9 @@ class Subscription:
 
     async def _consume(self, underlay: aiormq.Channel) -> None:
         underlay.on_consumer_cancel_callbacks.add(self._on_cancel)
-        await underlay.basic_consume(self._queue, self._on_delivery, consumer_tag=self._tag)
+        # One Acks per channel: delivery tags count from 1 again on a reopened channel.
+        deliver = partial(self._on_delivery, Acks(underlay))
+        await underlay.basic_consume(self._queue, deliver, consumer_tag=self._tag)
 
     def _on_cancel(self, frame: Basic.Cancel) -> None:
         if frame.consumer_tag == self._tag:

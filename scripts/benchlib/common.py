@@ -123,17 +123,36 @@ def worker_env(bench: Bench, prefetch: int, modules: str = "") -> dict[str, str]
     return cron_env(bench, CRON_PREFETCH=str(prefetch), CRON_HANDLER_MODULES=modules)
 
 
-def count_attempts(log: Path) -> int:
-    """Attempt lines the worker wrote so far."""
-    try:
-        return log.read_bytes().count(ATTEMPT_MARK)
-    except FileNotFoundError:
-        return 0
+class LineCounter:
+    """Lines of a growing log that contain ``mark``, reading only what was added since the last
+    look: a poll that reread the whole log every 20 ms would take CPU from what is measured."""
+
+    def __init__(self, log: Path, mark: bytes = ATTEMPT_MARK) -> None:
+        self.log = log
+        self.mark = mark
+        self._offset = 0
+        self._count = 0
+        self._partial = b""
+
+    def __call__(self) -> int:
+        """The count so far."""
+        try:
+            with self.log.open("rb") as file:
+                file.seek(self._offset)
+                chunk = file.read()
+        except FileNotFoundError:
+            return 0
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        end = data.rfind(b"\n") + 1
+        self._count += data[:end].count(self.mark)
+        self._partial = data[end:]
+        return self._count
 
 
-def reached(log: Path, count: int) -> Callable[[], bool]:
-    """A check that the worker logged at least ``count`` attempts."""
-    return lambda: count_attempts(log) >= count
+def reached(counter: LineCounter, count: int) -> Callable[[], bool]:
+    """A check that ``counter`` has seen at least ``count`` lines."""
+    return lambda: counter() >= count
 
 
 def log_time(event: dict[str, object]) -> float:

@@ -26,6 +26,7 @@ import orjson
 
 from benchlib.common import (
     Bench,
+    LineCounter,
     Run,
     cpu_seconds,
     log_time,
@@ -38,7 +39,6 @@ from benchlib.scheduling import (
     LEADING,
     PLAN,
     PUBLISHED,
-    count_lines,
     events,
     reset,
     schedules_text,
@@ -89,7 +89,8 @@ def burst_round(bench: Bench, count: int, workdir: Path) -> Run:
         raise RuntimeError("the scheduler led too late for the burst; a margin is too short")
     time.sleep(max(due.timestamp() - 0.2 - time.time(), 0))
     before = cpu_seconds(process.pid)
-    wait_until(lambda: count_lines(log, PUBLISHED) >= count, 120 + count / 1000)
+    published = LineCounter(log, PUBLISHED)
+    wait_until(lambda: published() >= count, 120 + count / 1000)
     used = cpu_seconds(process.pid) - before
     last = max(log_time(event) for event in events(log, PUBLISHED))
     _, rss = reap(process)

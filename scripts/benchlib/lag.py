@@ -24,13 +24,12 @@ from typing import Any
 import aio_pika
 import orjson
 
-from benchlib.common import Bench, log_time, print_table, reap, wait_until
+from benchlib.common import Bench, LineCounter, log_time, print_table, reap, wait_until
 from benchlib.scheduling import (
     ATTEMPT,
     LEADING,
     PLAN,
     PUBLISHED,
-    count_lines,
     entry,
     events,
     reset,
@@ -107,8 +106,9 @@ def ours_round(args: argparse.Namespace, bench: Bench, workdir: Path, spread: bo
     time.sleep(args.seconds)
     reap(scheduler)
     # A worker that fell behind finishes what was published before it is stopped.
-    published = count_lines(scheduler_log, PUBLISHED)
-    wait_until(lambda: count_lines(worker_log, ATTEMPT) >= published, 120)
+    published = LineCounter(scheduler_log, PUBLISHED)()
+    attempts = LineCounter(worker_log, ATTEMPT)
+    wait_until(lambda: attempts() >= published, 120)
     reap(worker)
     asyncio.run(reset(bench))
     window = (led + WARMUP_SECONDS, led + args.seconds - 1)
@@ -122,7 +122,8 @@ def floor_round(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[s
     try:
         result = asyncio.run(floor_publish(args, bench))
     finally:
-        wait_until(lambda: count_lines(log, ATTEMPT) >= args.schedules * int(args.seconds), 120)
+        attempts = LineCounter(log, ATTEMPT)
+        wait_until(lambda: attempts() >= args.schedules * int(args.seconds), 120)
         reap(worker)
     asyncio.run(reset(bench))
     return result

@@ -11,7 +11,7 @@ from typing import Any
 import aio_pika
 import orjson
 
-from benchlib.common import ROOT, Bench, cron_env, reap, wait_until
+from benchlib.common import ROOT, Bench, LineCounter, cron_env, reap, wait_until
 from topology.declare import declare_topology
 from topology.plan import RetryPlan
 
@@ -62,21 +62,14 @@ def events(log: Path, mark: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in lines if mark in line]
 
 
-def count_lines(log: Path, mark: bytes) -> int:
-    """How many lines of the log contain ``mark``."""
-    try:
-        return log.read_bytes().count(mark)
-    except FileNotFoundError:
-        return 0
-
-
 def start_scheduler(
     bench: Bench, schedules: Path, log: Path, timeout: float
 ) -> subprocess.Popen[bytes]:
     """Start the scheduler; returns the process once it leads."""
     process = start(["-m", "scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
     try:
-        wait_until(lambda: count_lines(log, LEADING) > 0 or process.poll() is not None, timeout)
+        leading = LineCounter(log, LEADING)
+        wait_until(lambda: leading() > 0 or process.poll() is not None, timeout)
     except TimeoutError:
         reap(process)
         raise
@@ -88,7 +81,7 @@ def start_scheduler(
 def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[bytes]:
     """Start ``python -m worker`` (``noop`` is built in); returns once it consumes."""
     process = start(["-m", "worker"], bench, log, CRON_PREFETCH=str(prefetch))
-    wait_until(lambda: count_lines(log, WORKER_STARTED) > 0, 60)
+    wait_until(lambda: LineCounter(log, WORKER_STARTED)() > 0, 60)
     return process
 
 
