@@ -43,6 +43,11 @@ class Acks:
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send())
 
+    async def flush(self) -> None:
+        """Wait until every ack decided so far has been handed to the connection's writer."""
+        while self._sender is not None:
+            await asyncio.shield(self._sender)
+
     async def reject(self, tag: int) -> None:
         """Reject ``tag`` without requeue (the broker dead-letters it), now."""
         self._check_open()

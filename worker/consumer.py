@@ -89,6 +89,7 @@ class Worker:
             await self._stop.wait()
             await subscription.stop()
             await self._drain()
+            await subscription.flush_acks()
         log.info("worker stopped")
 
     async def _start(self, stack: AsyncExitStack) -> Subscription:

@@ -44,6 +44,7 @@ class Subscription:
         self._wake = asyncio.Event()
         self._cancelled = False
         self._keeper: asyncio.Task[None] | None = None
+        self._acks: Acks | None = None
 
     async def start(self, redeclare: Redeclare) -> None:
         """Consume now, and again whenever the consumer is lost, until ``stop``."""
@@ -60,6 +61,11 @@ class Subscription:
         underlay = self._underlay()
         if underlay is not None and self._tag in underlay.consumers:
             await underlay.basic_cancel(self._tag)
+
+    async def flush_acks(self) -> None:
+        """Hand every ack decided so far to the writer, before the connection closes."""
+        if self._acks is not None:
+            await self._acks.flush()
 
     def active(self) -> bool:
         """True while the broker delivers to this consumer."""
@@ -80,7 +86,8 @@ class Subscription:
     async def _consume(self, underlay: aiormq.Channel) -> None:
         underlay.on_consumer_cancel_callbacks.add(self._on_cancel)
         # One Acks per channel: delivery tags count from 1 again on a reopened channel.
-        deliver = partial(self._on_delivery, Acks(underlay))
+        self._acks = Acks(underlay)
+        deliver = partial(self._on_delivery, self._acks)
         await underlay.basic_consume(self._queue, deliver, consumer_tag=self._tag)
 
     def _on_cancel(self, frame: Basic.Cancel) -> None:
