@@ -9,21 +9,14 @@ import signal
 import sys
 from pathlib import Path
 
-import structlog
-
 from scheduler.check import report
 from scheduler.schedules import ScheduleError, ScheduleSet, load_schedules
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
-from topology.declare import TopologyError
+from topology.cli import EXIT_OK, config_error, run_process, run_service
 from topology.envelope import utcnow
 from topology.logs import configure_logging
-from topology.metrics import Health, serve_metrics
 from topology.settings import SettingsError, load_settings
-
-EXIT_OK = 0
-EXIT_CONFIG = 2
-EXIT_BROKER = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,18 +63,8 @@ async def serve(settings: SchedulerSettings, schedules: ScheduleSet) -> None:
     scheduler = Scheduler(settings, schedules)
     scheduler.on_reload = freeze_heap
     freeze_heap()
-    health = Health()
-    health.add("broker-connection", scheduler.connected)
-    server = serve_metrics(settings.metrics_port, health)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, scheduler.stop)
-    loop.add_signal_handler(signal.SIGHUP, scheduler.reload)
-    try:
-        await scheduler.run()
-    finally:
-        if server is not None:
-            server.shutdown()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, scheduler.reload)
+    await run_service(scheduler, settings.metrics_port, {"broker-connection": scheduler.connected})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,18 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, schedules = load(args)
     except (SettingsError, ScheduleError) as error:
-        print(f"scheduler: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return config_error("scheduler", error)
     if args.check:
         print(report(schedules, settings, utcnow()))
         return EXIT_OK
     configure_logging(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(serve(settings, schedules))
-    except TopologyError as error:
-        structlog.get_logger("scheduler").error("cannot start", error=str(error))
-        return EXIT_BROKER
-    return EXIT_OK
+    return run_process("scheduler", serve(settings, schedules))
 
 
 if __name__ == "__main__":

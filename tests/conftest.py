@@ -7,7 +7,7 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import aio_pika
 import pytest
@@ -16,6 +16,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
 from tests.private_broker import PrivateBroker
 from tests.private_broker import available as private_broker_available
+from topology.cli import Service
 from topology.declare import QueueType, Topology, declare_topology
 from topology.names import Names
 from topology.plan import RetryPlan
@@ -150,40 +151,59 @@ async def broker(amqp_url: str, request: pytest.FixtureRequest) -> AsyncIterator
         await test_broker.cleanup()
 
 
-class InProcessWorkers:
-    """Workers run as tasks of the test's event loop, with settings from ``settings``."""
+class ReadyService(Service, Protocol):
+    """A service that says when it consumes (worker, monitor)."""
 
-    def __init__(self, settings: Callable[..., WorkerSettings], start_timeout: float) -> None:
-        self._settings = settings
+    ready: asyncio.Event
+
+
+class InProcess:
+    """Services (workers, monitors) run as tasks of the test's event loop, stopped together."""
+
+    def __init__(self, start_timeout: float) -> None:
         self._start_timeout = start_timeout
-        self._started: list[tuple[Worker, asyncio.Task[None]]] = []
+        self._started: list[tuple[ReadyService, asyncio.Task[None]]] = []
 
-    async def start(self, registry: Registry | None = None, **overrides: Any) -> Worker:
-        """Start a worker and wait until it consumes (or raise why it could not)."""
-        worker = Worker(self._settings(**overrides), registry)
-        task = asyncio.create_task(worker.run())
-        self._started.append((worker, task))
-        ready = asyncio.create_task(worker.ready.wait())
+    async def start(self, service: ServiceT) -> ServiceT:
+        """Run ``service`` and wait until it is ready (or raise why it could not start)."""
+        task = asyncio.create_task(service.run())
+        self._started.append((service, task))
+        ready = asyncio.create_task(service.ready.wait())
         await asyncio.wait(
             {ready, task}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
         )
         if task.done():
             ready.cancel()
             task.result()
-        return worker
+        return service
 
     async def stop_all(self, timeout: float) -> None:
-        """Stop every worker started and wait for each to finish."""
-        for worker, task in self._started:
-            worker.stop()
+        """Stop every service started and wait for each to finish."""
+        for service, task in self._started:
+            service.stop()
             await asyncio.wait_for(task, timeout)
+
+
+ServiceT = TypeVar("ServiceT", bound=ReadyService)
+
+
+class InProcessWorkers(InProcess):
+    """Workers run in-process, with settings from ``settings``."""
+
+    def __init__(self, settings: Callable[..., WorkerSettings], start_timeout: float) -> None:
+        super().__init__(start_timeout)
+        self._settings = settings
+
+    async def start_worker(self, registry: Registry | None = None, **overrides: Any) -> Worker:
+        """Start a worker and wait until it consumes (or raise why it could not)."""
+        return await self.start(Worker(self._settings(**overrides), registry))
 
 
 @pytest.fixture
 async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
     """Start in-process workers on the test's namespace; all are stopped afterwards."""
     workers = InProcessWorkers(broker.settings, start_timeout=15)
-    yield workers.start
+    yield workers.start_worker
     await workers.stop_all(timeout=30)
 
 

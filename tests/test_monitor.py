@@ -14,7 +14,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import InProcess, TestBroker, plan
 from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
 from tests.webhook import Endpoint, serve
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.broker
 @pytest.fixture
 async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
     """Start in-process monitors on the test's namespace; all are stopped afterwards."""
-    started: list[tuple[Monitor, asyncio.Task[None]]] = []
+    monitors = InProcess(start_timeout=15)
 
     async def start(clock: Any = time.monotonic, **overrides: Any) -> Monitor:
         values: dict[str, Any] = {
@@ -38,21 +38,11 @@ async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
             "alert_group_wait_seconds": 0,
             "alert_min_interval_seconds": 0,
         }
-        monitor = Monitor(
-            MonitorSettings(**{**values, **overrides}), clock=clock, retry_base_seconds=0.05
-        )
-        task = asyncio.create_task(monitor.run())
-        started.append((monitor, task))
-        ready = asyncio.create_task(monitor.ready.wait())
-        await asyncio.wait({ready, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()
-        return monitor
+        settings = MonitorSettings(**{**values, **overrides})
+        return await monitors.start(Monitor(settings, clock=clock, retry_base_seconds=0.05))
 
     yield start
-    for monitor, task in started:
-        monitor.stop()
-        await asyncio.wait_for(task, 30)
+    await monitors.stop_all(timeout=30)
 
 
 def bodies(endpoint: Endpoint, delivered_from: int = 0) -> list[dict[str, Any]]:

@@ -14,7 +14,8 @@ from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.private_broker import free_port
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
-from worker.__main__ import start_metrics
+from topology.cli import start_metrics
+from worker.__main__ import health_checks
 
 pytestmark = pytest.mark.broker
 
@@ -87,7 +88,7 @@ async def test_worker_health_turns_red_while_the_broker_has_cancelled_its_consum
     """A consumer the broker cancelled, and could not restore, makes /healthz 503 'consumer'."""
     port = free_port()
     worker = await run_worker(metrics_port=port)
-    server = start_metrics(port, worker)
+    server = start_metrics(port, health_checks(worker))
     try:
         await wait_health(port, 200)
         channel = await broker.channel()
@@ -112,7 +113,7 @@ async def test_worker_metrics_count_attempts_by_task_and_outcome(
     """Attempts, retries and failures show up per task once a port is set."""
     port = free_port()
     worker = await run_worker(registry(boom=Recorder(failures=9)), metrics_port=port)
-    server = start_metrics(port, worker)
+    server = start_metrics(port, health_checks(worker))
     try:
         await publish(broker, envelope("boom"), plan(50))
         await broker.wait_depth(broker.names.failed_queue, 1)

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
-from wsgiref.simple_server import WSGIServer
 
-import structlog
-
-from topology.amqp import BrokerUnavailable
-from topology.declare import TopologyError
+from topology.cli import Checks, config_error, config_ok, run_process, run_service
 from topology.logs import configure_logging
 from topology.settings import SettingsError, load_settings
 from worker.consumer import Worker
 from worker.registry import HandlerImportError, import_handler_modules
 from worker.settings import WorkerSettings
-
-EXIT_OK = 0
-EXIT_CONFIG = 2
-EXIT_BROKER = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,27 +31,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def serve(settings: WorkerSettings) -> None:
     """Run a worker; SIGTERM and SIGINT start a graceful shutdown."""
     worker = Worker(settings)
-    server = start_metrics(settings.metrics_port, worker)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
-    try:
-        await worker.run()
-    finally:
-        if server is not None:
-            server.shutdown()
+    await run_service(worker, settings.metrics_port, health_checks(worker))
 
 
-def start_metrics(port: int, worker: Worker) -> WSGIServer | None:
-    """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
-    if port == 0:
-        return None
-    from topology.metrics import Health, serve_metrics
-
-    health = Health()
-    health.add("broker-connection", worker.connected)
-    health.add("consumer", worker.consuming)
-    return serve_metrics(port, health)
+def health_checks(worker: Worker) -> Checks:
+    """What /healthz reports: the broker connection, and a consumer the broker has not cancelled."""
+    return {"broker-connection": worker.connected, "consumer": worker.consuming}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,17 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_level, settings.log_format)
         import_handler_modules(settings.handler_modules)
     except (SettingsError, HandlerImportError) as error:
-        print(f"worker: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return config_error("worker", error)
     if args.check:
-        print("worker: configuration OK")
-        return EXIT_OK
-    try:
-        asyncio.run(serve(settings))
-    except (BrokerUnavailable, TopologyError) as error:
-        structlog.get_logger("worker").error("cannot start", error=str(error))
-        return EXIT_BROKER
-    return EXIT_OK
+        return config_ok("worker")
+    return run_process("worker", serve(settings))
 
 
 if __name__ == "__main__":

@@ -61,5 +61,5 @@ async def run_private_worker(private_test_broker: TestBroker) -> AsyncIterator[A
     workers = InProcessWorkers(
         partial(private_worker_settings, private_test_broker), start_timeout=30
     )
-    yield workers.start
+    yield workers.start_worker
     await workers.stop_all(timeout=60)

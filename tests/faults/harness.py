@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import aio_pika
 import orjson
-from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from tests.conftest import TestBroker
 from tests.faults.ledger import Ledger, Report
@@ -127,8 +127,7 @@ class Scenario:
         rate: float | None = None,
     ) -> None:
         """Publish each envelope until confirmed (at most ``rate`` a second); note each try."""
-        connection = await self._connection()
-        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        channel = await self._publish_channel()
         exchange = await channel.get_exchange(self.names.tasks_exchange, ensure=False)
         publisher = TaskPublisher(channel, exchange, self.names, self.queue_type)
         limit = asyncio.Semaphore(parallel)
@@ -154,6 +153,16 @@ class Scenario:
                 continue
             self.ledger.confirmed(envelope.run_id)
             return
+
+    async def _publish_channel(self) -> AbstractChannel:
+        # Right after close_all_connections the test's own connection is still reconnecting.
+        async with asyncio.timeout(30):
+            while True:
+                connection = await self._connection()
+                try:
+                    return await connection.channel(publisher_confirms=True, on_return_raises=True)
+                except PUBLISH_ERRORS:
+                    await asyncio.sleep(0.2)
 
     async def _connection(self) -> AbstractRobustConnection:
         if self._publisher is None:

@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 
 import structlog
 
 from scheduler.schedules import ScheduleError, load_schedules
 from scheduler.settings import SchedulerSettings
-from topology.amqp import BrokerUnavailable
-from topology.declare import TopologyError
+from topology.cli import config_error, config_ok, run_process, run_service
 from topology.logs import configure_logging
-from topology.metrics import Health, serve_metrics
 from topology.plan import RetryPlan
 from topology.settings import SettingsError, load_settings
 from worker.monitor.service import Monitor
 from worker.monitor.settings import MonitorSettings
 
 log = structlog.get_logger("monitor")
-EXIT_OK = 0
-EXIT_CONFIG = 2
-EXIT_BROKER = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -54,17 +47,7 @@ def schedule_plans() -> list[RetryPlan]:
 async def serve(settings: MonitorSettings) -> None:
     """Run the monitor; SIGTERM and SIGINT stop it."""
     monitor = Monitor(settings, schedule_plans())
-    health = Health()
-    health.add("broker-connection", monitor.connected)
-    server = serve_metrics(settings.metrics_port, health)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, monitor.stop)
-    try:
-        await monitor.run()
-    finally:
-        if server is not None:
-            server.shutdown()
+    await run_service(monitor, settings.metrics_port, {"broker-connection": monitor.connected})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,19 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(MonitorSettings)
     except SettingsError as error:
-        print(f"monitor: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return config_error("monitor", error)
     configure_logging(settings.log_level, settings.log_format)
     if args.check:
-        print("monitor: configuration OK")
-        return EXIT_OK
-    try:
-        asyncio.run(serve(settings))
-    except (BrokerUnavailable, TopologyError) as error:
-        # The message names the fix; a traceback would bury it.
-        structlog.get_logger("monitor").error("cannot start", error=str(error))
-        return EXIT_BROKER
-    return EXIT_OK
+        return config_ok("monitor")
+    return run_process("monitor", serve(settings))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""What the long-running processes' entry points share: exit codes, start-up errors, signals.
+
+``python -m worker``, ``python -m scheduler`` and ``python -m worker.monitor`` each parse their
+own command line and load their own settings, then hand the service to ``run_service`` inside
+``run_process``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from topology.amqp import BrokerUnavailable
+from topology.declare import TopologyError
+
+if TYPE_CHECKING:  # the server module loads only with the metrics it serves
+    from wsgiref.simple_server import WSGIServer
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_BROKER = 3
+
+#: Named checks that ``/healthz`` reports, e.g. ``{"broker-connection": worker.connected}``.
+Checks = Mapping[str, Callable[[], bool]]
+
+
+class Service(Protocol):
+    """A process's body: it runs until ``stop`` is called."""
+
+    async def run(self) -> None:
+        """Run until stopped."""
+
+    def stop(self) -> None:
+        """Ask ``run`` to return, gracefully."""
+
+
+def config_error(name: str, error: Exception) -> int:
+    """Print ``name: error`` on stderr; return the exit code for invalid configuration."""
+    print(f"{name}: {error}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def config_ok(name: str) -> int:
+    """Print that ``--check`` found the configuration valid; return the exit code for it."""
+    print(f"{name}: configuration OK")
+    return EXIT_OK
+
+
+def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
+    """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
+    if port == 0:
+        return None
+    from topology.metrics import Health, serve_metrics
+
+    health = Health()
+    for name, check in checks.items():
+        health.add(name, check)
+    return serve_metrics(port, health)
+
+
+async def run_service(service: Service, metrics_port: int, checks: Checks) -> None:
+    """Run ``service`` with its metrics server; SIGTERM and SIGINT call its ``stop``."""
+    server = start_metrics(metrics_port, checks)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, service.stop)
+    try:
+        await service.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def run_process(name: str, serve: Coroutine[Any, Any, None]) -> int:
+    """Run ``serve`` to the end; return the process exit code."""
+    try:
+        asyncio.run(serve)
+    except (BrokerUnavailable, TopologyError) as error:
+        # The message names the fix; a traceback would bury it.
+        structlog.get_logger(name).error("cannot start", error=str(error))
+        return EXIT_BROKER
+    return EXIT_OK
