@@ -28,6 +28,8 @@ from worker.acks import Acks
 log = structlog.get_logger("worker")
 #: Pause between two tries to consume again after the broker cancelled the consumer.
 RETRY_SECONDS = 1.0
+#: How long stopping waits for the broker to confirm the consumer's cancel.
+CANCEL_TIMEOUT_SECONDS = 10.0
 
 OnDelivery = Callable[[Acks, DeliveredMessage], Coroutine[Any, Any, None]]
 Redeclare = Callable[[], Awaitable[object]]
@@ -59,8 +61,13 @@ class Subscription:
             self._keeper.cancel()
             await asyncio.gather(self._keeper, return_exceptions=True)
         underlay = self._underlay()
-        if underlay is not None and self._tag in underlay.consumers:
-            await underlay.basic_cancel(self._tag)
+        if underlay is None or self._tag not in underlay.consumers:
+            return
+        try:
+            await underlay.basic_cancel(self._tag, timeout=CANCEL_TIMEOUT_SECONDS)
+        except Exception as error:
+            # Deliveries that still arrive go back unacked when the connection closes.
+            log.warning("consumer not cancelled", queue=self._queue, error=repr(error))
 
     async def flush_acks(self) -> None:
         """Hand every ack decided so far to the writer, before the connection closes."""
