@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchlib import fire as fire_bench  # noqa: E402
+from benchlib import instructions as instructions_bench  # noqa: E402
 from benchlib import lag as lag_bench  # noqa: E402
 from benchlib import replay as replay_bench  # noqa: E402
 from benchlib.common import (  # noqa: E402 - after the path fix above
@@ -220,6 +221,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "fire": fire_bench.fire,
     "lag": lag_bench.lag,
     "replay": replay_bench.replay,
+    "instructions": instructions_bench.instructions,
 }
 
 
@@ -234,7 +236,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name, default in (("drain", 20_000), ("retry", 10_000), ("soak", 200_000)):
         command = sub.add_parser(name, help=COMMANDS[name].__doc__)
         command.add_argument("--tasks", type=int, default=default)
-    for module in (fire_bench, lag_bench, replay_bench):
+    for module in (fire_bench, lag_bench, replay_bench, instructions_bench):
         module.add_command(sub)
     return parser.parse_args(argv)
 

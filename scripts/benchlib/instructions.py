@@ -1,0 +1,83 @@
+"""``instructions``: CPU instructions per task of our worker and of the minimal consumer.
+
+Wall time and CPU time on a shared virtual machine move by a fifth from one round to the
+next; instruction counts do not. Each contender drains a small and a large batch under
+valgrind's callgrind, and the difference between the two counts, divided by the difference
+in tasks, is what one more task costs, start-up and shutdown left out. Counts are of user
+space only: system calls (socket writes, log writes) are not in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchlib.common import ROOT, Bench, LineCounter, print_table, reached, wait_until, worker_env
+from topology.plan import RetryPlan
+
+CALLGRIND = ["valgrind", "--tool=callgrind"]
+
+
+def total_instructions(out: Path) -> int:
+    """The instruction total of a callgrind output file."""
+    for line in out.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {out}")
+
+
+def ours(bench: Bench, tasks: int, workdir: Path) -> int:
+    """``python -m worker`` under callgrind until ``tasks`` attempts, then SIGTERM."""
+    out, log = workdir / f"cg-ours-{tasks}.out", workdir / f"cg-ours-{tasks}.log"
+    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, "-m", "worker"]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=sink, stderr=subprocess.DEVNULL, env=worker_env(bench, 100)
+        )
+        wait_until(reached(LineCounter(log), tasks), 1800)
+        process.send_signal(signal.SIGTERM)
+        process.wait()
+    return total_instructions(out)
+
+
+def raw(bench: Bench, tasks: int, workdir: Path) -> int:
+    """The minimal consumer of ``drain`` under callgrind."""
+    out = workdir / f"cg-raw-{tasks}.out"
+    loop = [str(ROOT / "scripts" / "bench.py"), "_raw", bench.url, bench.names.main_queue]
+    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, *loop, "100", str(tasks)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return total_instructions(out)
+
+
+def instructions(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
+    """Marginal instructions per task, ours against the minimal consumer."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("instructions needs valgrind on PATH (apt install valgrind)")
+    small, large = args.tasks // 5, args.tasks
+    counts: dict[str, list[int]] = {"ours": [], "raw": []}
+    for name, run in (("ours", ours), ("raw", raw)):
+        for tasks in (small, large):
+            asyncio.run(bench.fill(tasks, "noop", RetryPlan((1000,))))
+            counts[name].append(run(bench, tasks, workdir))
+    per_task = {name: (c[1] - c[0]) / (large - small) for name, c in counts.items()}
+    print_table(
+        f"instructions per task, {small:,} and {large:,} noop tasks under callgrind",
+        [
+            ("ours", [per_task["ours"]]),
+            ("minimal aio-pika consumer", [per_task["raw"]]),
+            ("ratio raw/ours", [per_task["raw"] / per_task["ours"]]),
+        ],
+    )
+    return {"ours_per_task": per_task["ours"], "raw_per_task": per_task["raw"]}
+
+
+def add_command(sub: Any) -> None:
+    """The ``instructions`` subcommand and its options."""
+    command = sub.add_parser("instructions", help=instructions.__doc__)
+    command.add_argument("--tasks", type=int, default=2500)
