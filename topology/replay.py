@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import aio_pika
@@ -240,7 +241,7 @@ class Replayer:
         else:
             await self._pace()
             await plans.declare(self.options.plan_for(record))
-            await moves.start(self._move(message, record, key, exchange))
+            await moves.start(partial(self._move, message, record, key, exchange))
 
     async def _move(
         self,
@@ -300,11 +301,14 @@ class Window:
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def start(self, move: Coroutine[Any, Any, None]) -> None:
-        """Start ``move`` once a slot is free."""
+    async def start(self, move: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Start ``move()`` once a slot is free (made only then: a refused one never exists)."""
         self._raise()
         await self._slots.acquire()
-        task = asyncio.create_task(move)
+        if self._error is not None:  # a move failed while this one waited for its slot
+            self._slots.release()
+            self._raise()
+        task = asyncio.create_task(move())
         self._running.add(task)
         task.add_done_callback(self._finished)
 
