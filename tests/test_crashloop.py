@@ -54,6 +54,13 @@ async def queue_exists(broker: TestBroker, name: str) -> bool:
     return True
 
 
+async def marker_gone(broker: TestBroker, name: str) -> None:
+    """Wait (5 s at most) until the worker has deleted the crash marker queue ``name``."""
+    async with asyncio.timeout(5):
+        while await queue_exists(broker, name):
+            await asyncio.sleep(0.05)
+
+
 def registry(handler: Any) -> Registry:
     """A registry holding ``handler`` as ``job``."""
     reg = Registry()
@@ -77,9 +84,7 @@ async def test_a_redelivered_task_whose_worker_died_limit_times_is_failed_unrun(
     assert record.headers["cron-reason"] == "crash-loop"
     assert "died 3 times" in record.headers["cron-error"]
     assert "CRON_CRASH_LOOP_LIMIT" in record.headers["cron-error"]
-    async with asyncio.timeout(5):
-        while await queue_exists(broker, marker):
-            await asyncio.sleep(0.05)
+    await marker_gone(broker, marker)
 
 
 async def test_a_redelivered_task_below_the_limit_runs_and_leaves_no_marker(
@@ -95,9 +100,7 @@ async def test_a_redelivered_task_below_the_limit_runs_and_leaves_no_marker(
     await recorder.wait_calls(1)
     ctx = recorder.calls[0][1]
     assert (ctx.redelivered, ctx.attempt) == (True, 1)
-    async with asyncio.timeout(5):
-        while await queue_exists(broker, marker):
-            await asyncio.sleep(0.05)
+    await marker_gone(broker, marker)
     assert await broker.depth(broker.names.failed_queue) == 0
 
 

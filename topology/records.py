@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import aio_pika
+from pamqp.commands import Basic
 
 from topology.envelope import (
     H_ATTEMPTS,
@@ -94,26 +95,19 @@ class Received(Protocol):
     @property
     def routing_key(self) -> str | None: ...  # noqa: D102
     @property
-    def message_id(self) -> str | None: ...  # noqa: D102
-    @property
-    def content_type(self) -> str | None: ...  # noqa: D102
-    @property
-    def content_encoding(self) -> str | None: ...  # noqa: D102
-    @property
-    def correlation_id(self) -> str | None: ...  # noqa: D102
-    @property
-    def timestamp(self) -> datetime | None: ...  # noqa: D102
+    def properties(self) -> Basic.Properties: ...  # noqa: D102
 
 
 def failure_record(message: Received, failure: Failure) -> aio_pika.Message:
     """The message published to the failed queue for ``message``."""
+    props = message.properties
     return aio_pika.Message(
         message.body,
         headers=failure_headers(message.headers, message.routing_key, failure),
-        message_id=message.message_id,
-        content_type=message.content_type,
-        content_encoding=message.content_encoding,
-        correlation_id=message.correlation_id,
-        timestamp=message.timestamp,
+        message_id=props.message_id,
+        content_type=props.content_type,
+        content_encoding=props.content_encoding,
+        correlation_id=props.correlation_id,
+        timestamp=props.timestamp,
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
     )

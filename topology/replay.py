@@ -240,8 +240,9 @@ class Replayer:
             self.tally.moved += 1
         else:
             await self._pace()
-            await plans.declare(self.options.plan_for(record))
-            await moves.start(partial(self._move, message, record, key, exchange))
+            plan = self.options.plan_for(record)
+            await plans.declare(plan)
+            await moves.start(partial(self._move, message, record, key, exchange, plan))
 
     async def _move(
         self,
@@ -249,13 +250,15 @@ class Replayer:
         record: FailedRecord,
         key: str,
         exchange: AbstractExchange,
+        plan: RetryPlan,
     ) -> None:
-        if await self._publish(record, key, exchange):
+        if await self._publish(record, key, exchange, plan):
             await message.ack()
             self.tally.moved += 1
 
-    async def _publish(self, record: FailedRecord, key: str, exchange: AbstractExchange) -> bool:
-        plan = self.options.plan_for(record)
+    async def _publish(
+        self, record: FailedRecord, key: str, exchange: AbstractExchange, plan: RetryPlan
+    ) -> bool:
         try:
             await exchange.publish(
                 replay_message(record), plan.key, mandatory=True, timeout=PUBLISH_TIMEOUT_SECONDS
@@ -303,11 +306,10 @@ class Window:
 
     async def start(self, move: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start ``move()`` once a slot is free (made only then: a refused one never exists)."""
-        self._raise()
         await self._slots.acquire()
-        if self._error is not None:  # a move failed while this one waited for its slot
+        if self._error is not None:  # an earlier move failed, perhaps while this one waited
             self._slots.release()
-            self._raise()
+            raise self._error
         task = asyncio.create_task(move())
         self._running.add(task)
         task.add_done_callback(self._finished)

@@ -7,7 +7,6 @@ runs (a sixth of the worker's CPU per task at full speed); a ``Delivery`` keeps 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from aiormq.abc import DeliveredMessage
@@ -56,24 +55,9 @@ class Delivery:
         return self._message.header.properties.message_id
 
     @property
-    def content_type(self) -> str | None:
-        """Content type property."""
-        return self._message.header.properties.content_type
-
-    @property
-    def content_encoding(self) -> str | None:
-        """Content encoding property."""
-        return self._message.header.properties.content_encoding
-
-    @property
-    def correlation_id(self) -> str | None:
-        """Correlation id property."""
-        return self._message.header.properties.correlation_id
-
-    @property
-    def timestamp(self) -> datetime | None:
-        """Timestamp property."""
-        return self._message.header.properties.timestamp
+    def properties(self) -> Basic.Properties:
+        """All AMQP properties, as aiormq decoded them (a failure record copies some)."""
+        return self._message.header.properties
 
     async def ack(self) -> None:
         """Acknowledge (sent at the end of this loop pass): the broker forgets the message."""

@@ -8,6 +8,7 @@ import pytest
 
 from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
 from tests.faults.ledger import Fate
+from tests.faults.processes import Proc
 from tests.faults.workload import ledger_envelope, workload
 
 pytestmark = pytest.mark.faults
@@ -16,6 +17,18 @@ pytestmark = pytest.mark.faults
 def pids_of(scenario: Scenario, run_ids: list[str]) -> set[int]:
     """Processes that ran attempts of ``run_ids``."""
     return {pid for run_id in run_ids for pid, *_ in scenario.ledger.attempts_of(run_id)}
+
+
+async def later_tasks_complete_on(
+    scenario: Scenario, workers: list[Proc], timeout: float = 60
+) -> None:
+    """20 tasks published now complete, run by ``workers``, which are all still alive."""
+    later = [ledger_envelope("ok") for _ in range(20)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check(timeout)
+    assert all(w.alive() for w in workers)
+    assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
 
 
 async def test_workers_reconnect_after_the_broker_closes_every_connection(
@@ -27,12 +40,7 @@ async def test_workers_reconnect_after_the_broker_closes_every_connection(
     await scenario.publish(workload(40, 3, seconds=0.5))
     await wait_for(lambda: scenario.ledger.count_attempts() >= 10)
     await asyncio.to_thread(scenario.node.ctl, "close_all_connections", "fault test")
-    later = [ledger_envelope("ok") for _ in range(20)]
-    await scenario.publish((env, "ok") for env in later)
-    report = await scenario.check()
-    assert all(w.alive() for w in workers)
-    assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
-    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    await later_tasks_complete_on(scenario, workers)
 
 
 async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
@@ -48,12 +56,7 @@ async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
         await asyncio.sleep(FREEZE_SECONDS)  # past the heartbeat grace: it must reconnect
     finally:
         scenario.node.thaw()
-    later = [ledger_envelope("ok") for _ in range(20)]
-    await scenario.publish((env, "ok") for env in later)
-    report = await scenario.check(timeout=90)
-    assert all(w.alive() for w in workers)
-    assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
-    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    await later_tasks_complete_on(scenario, workers, timeout=90)
 
 
 async def test_a_worker_consumes_again_after_its_queue_was_deleted_under_it(
