@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 from scheduler.check import report
-from scheduler.schedules import ScheduleError, ScheduleSet, load_schedules
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
-from topology.cli import EXIT_OK, config_error, run_process, run_service
 from topology.envelope import utcnow
-from topology.logs import configure_logging
-from topology.settings import SettingsError, load_settings
+from topology.errors import ScheduleError, SettingsError
+from topology.runtime.logs import configure_logging
+from topology.runtime.service import EXIT_OK, config_error, run_process, run_service
+from topology.runtime.settings import load_settings
+from topology.schedules.load import ScheduleSet, load_schedules
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

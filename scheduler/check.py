@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
-from scheduler.schedules import Schedule, ScheduleSet
 from scheduler.settings import SchedulerSettings
-from scheduler.timing import CronTiming, format_duration, utc_text
 from topology.plan import RetryPlan
+from topology.schedules.load import Schedule, ScheduleSet
+from topology.schedules.timing import CronTiming, format_duration, utc_text
 
 FIRES_SHOWN = 5
 

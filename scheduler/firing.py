@@ -18,7 +18,7 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler.schedules import Schedule, ScheduleSet
+from topology.schedules.load import Schedule, ScheduleSet
 
 #: A fire published this late is still on time; later, it counts as missed.
 ON_TIME = timedelta(seconds=2)

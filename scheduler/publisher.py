@@ -20,16 +20,15 @@ from typing import Any
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from aiormq.exceptions import AMQPError, ChannelInvalidStateError
 
 from scheduler.batch import Outgoing, Sent, publish_batch
-from scheduler.schedules import Schedule
-from scheduler.timing import utc_text
-from topology.amqp import CONNECTION_ERRORS
-from topology.declare import PlanDeclarer, QueueType, TopologyError, declare_topology
-from topology.envelope import H_RUN_ID, H_SCHEDULE
-from topology.metrics import FIRE_LAG, FIRES
+from topology.declare import PlanDeclarer, QueueType, declare_topology
+from topology.errors import BROKER_TROUBLE, TopologyError
+from topology.headers import H_RUN_ID, H_SCHEDULE
 from topology.names import Names
+from topology.runtime.metrics import FIRE_LAG, FIRES
+from topology.schedules.load import Schedule
+from topology.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: How long one publish may wait for its confirm before it counts as failed.
@@ -39,13 +38,9 @@ MAX_BACKOFF_SECONDS = 30.0
 #: Fires marshalled into one write, and fires whose confirms may be awaited at once.
 CHUNK = 250
 WINDOW = 1000
-#: Errors after which the publish is tried again on a fresh channel.
-PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
-    AMQPError,
-    ChannelInvalidStateError,
-    TopologyError,
-    *CONNECTION_ERRORS,
-)
+#: Errors after which the publish is tried again on a fresh channel; a queue found with other
+#: arguments is retried too, as an operator may be deleting it to change its type.
+PUBLISH_ERRORS: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, TopologyError)
 Fire = tuple[datetime, Schedule]
 
 

@@ -33,14 +33,14 @@ from scheduler.publisher import (
     backoff,
     wait_for_event,
 )
-from scheduler.schedules import ScheduleError, ScheduleSet, load_schedules
 from scheduler.settings import SchedulerSettings
-from scheduler.timing import utc_text
 from scheduler.watermark import Watermark
-from topology.declare import TopologyError
 from topology.envelope import utcnow
-from topology.metrics import LEADER, MISSED_FIRES
+from topology.errors import ScheduleError, TopologyError
 from topology.names import Names
+from topology.runtime.metrics import LEADER, MISSED_FIRES
+from topology.schedules.load import ScheduleSet, load_schedules
+from topology.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: Longest sleep between looks at the wall clock, so a clock step is noticed.

@@ -1,20 +1,15 @@
-"""Scheduler settings: the shared ones plus the schedules file, leadership and reloading."""
+"""Scheduler settings: the shared ones plus reloading and leadership."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 
-from topology.settings import CronSettings
+from topology.runtime.settings import CronSettings
 
 
 class SchedulerSettings(CronSettings):
     """Settings of ``python -m scheduler``."""
 
-    schedules_file: Path = Field(
-        Path("schedules.toml"), description="TOML file of schedules (see examples/)."
-    )
     schedules_poll_seconds: float = Field(
         5.0,
         ge=0,

@@ -15,10 +15,11 @@ import orjson
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
-from scheduler.timing import utc_text
-from topology.declare import QueueType, TopologyError, queue_arguments
+from topology.declare import QueueType, queue_arguments
 from topology.envelope import CONTENT_TYPE, utcnow
+from topology.errors import TopologyError
 from topology.names import Names
+from topology.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from topology.envelope import H_X_DEATH
-from topology.failed import FailedRecord, jsonable, text
+from topology.headers import H_X_DEATH, jsonable, text
+from topology.records import FailedRecord
 
 COLUMNS = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "REASON", "FAILED AT", "REPLAYS")
 

@@ -26,10 +26,10 @@ from typing import Any
 import orjson
 from aio_pika.abc import AbstractIncomingMessage
 
-from scheduler.schedules import load_schedules
-from topology.amqp import connect
+from topology.broker.connect import connect
 from topology.names import Names
-from topology.settings import CronSettings, load_settings
+from topology.runtime.settings import CronSettings, load_settings
+from topology.schedules.load import load_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / ".demo"

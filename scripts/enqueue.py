@@ -14,13 +14,14 @@ from typing import Any
 
 import orjson
 
-from topology.amqp import BrokerUnavailable, connect, publish_channel
-from topology.declare import TopologyError, declare_topology
+from topology.broker.connect import connect, publish_channel
+from topology.declare import declare_topology
 from topology.envelope import Envelope, one_off_run_id, utcnow
+from topology.errors import BrokerUnavailable, PlanError, SettingsError, TopologyError
 from topology.names import Names
-from topology.plan import PlanError, RetryPlan
+from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
-from topology.settings import CronSettings, SettingsError, load_settings
+from topology.runtime.settings import CronSettings, load_settings
 
 EXIT_OK = 0
 EXIT_USAGE = 2

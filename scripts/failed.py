@@ -28,17 +28,26 @@ from _cli import (
 )
 from _failed_view import full, table
 
-from scheduler.schedules import ScheduleError, load_schedules
-from scheduler.settings import SchedulerSettings
-from topology.amqp import BrokerUnavailable, connect
-from topology.declare import TopologyError, declare_topology
-from topology.failed import FailedRecord, RecordFilter, parse_since
-from topology.failed_queue import purge_records, read_records, restore_records
-from topology.inspect import counts
+from topology.broker.connect import connect
+from topology.broker.inspect import counts
+from topology.declare import declare_topology
+from topology.errors import (
+    BrokerUnavailable,
+    PlanError,
+    ScheduleError,
+    SettingsError,
+    TopologyError,
+)
+from topology.failed.export import exported
+from topology.failed.replay import Replayer, ReplayOptions, replay_plan
+from topology.failed.select import RecordFilter, parse_since
+from topology.failed.store import purge_records, read_records, restore_records
+from topology.failed.tally import Tally
 from topology.names import Names
-from topology.plan import PlanError, RetryPlan
-from topology.replay import Replayer, ReplayOptions, Tally, replay_plan
-from topology.settings import CronSettings, SettingsError, load_settings
+from topology.plan import RetryPlan
+from topology.records import FailedRecord
+from topology.runtime.settings import CronSettings, load_settings
+from topology.schedules.load import schedule_plans
 
 Command = Callable[[CronSettings, argparse.Namespace], Coroutine[Any, Any, int]]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -146,15 +155,10 @@ def override_plan(args: argparse.Namespace, settings: CronSettings) -> RetryPlan
     return RetryPlan.exponential(retries, delay, factor, settings.retry_max_delay_ms)
 
 
-def schedule_plans(settings: SchedulerSettings) -> Mapping[str, RetryPlan] | None:
+def plans_of_schedules(settings: CronSettings) -> Mapping[str, RetryPlan] | None:
     """Each schedule's own retry plan from CRON_SCHEDULES_FILE; None when there is no file."""
-    path = settings.schedules_file
-    if not path.exists():
-        if "schedules_file" in settings.model_fields_set:
-            raise UsageError(f"CRON_SCHEDULES_FILE {path} does not exist")
-        return None
     try:
-        return load_schedules(path, settings).plans()
+        return schedule_plans(settings)
     except ScheduleError as error:
         raise UsageError(f"{error}\n(replay reads each schedule's retry plan from it)") from None
 
@@ -167,7 +171,7 @@ def check_new_file(path: str | None) -> None:
 
 def write_jsonl(path: str, records: list[FailedRecord]) -> None:
     """Write records as JSON Lines and make sure they reached the disk."""
-    lines = b"".join(orjson.dumps(record.to_json()) + b"\n" for record in records)
+    lines = b"".join(orjson.dumps(exported(record)) + b"\n" for record in records)
     if path == "-":
         sys.stdout.buffer.write(lines)
         sys.stdout.flush()
@@ -242,7 +246,7 @@ async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
         print(f"failed.py: no failed record with run id {args.run_id!r}", file=sys.stderr)
         return EXIT_PARTIAL
     if args.json:
-        print(orjson.dumps([r.to_json() for r in records], option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps([exported(r) for r in records], option=orjson.OPT_INDENT_2).decode())
     else:
         print("\n\n".join(full(record) for record in records))
     return EXIT_OK
@@ -308,9 +312,8 @@ def replay_summary(tally: Tally, dry_run: bool) -> str:
 
 async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     """Move the matching records back to the tasks exchange with a fresh retry plan."""
-    assert isinstance(settings, SchedulerSettings)
     override = override_plan(args, settings)
-    plans = None if override else schedule_plans(settings)
+    plans = None if override else plans_of_schedules(settings)
     default = settings.default_plan()
     bar = ProgressBar("replaying")
     options = ReplayOptions(
@@ -352,12 +355,12 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def validate(args: argparse.Namespace, settings: SchedulerSettings) -> None:
+def validate(args: argparse.Namespace, settings: CronSettings) -> None:
     """Check the whole command line before connecting, so usage errors exit 2 at once."""
     selection(args)
     if args.command == "replay":
         if override_plan(args, settings) is None:
-            schedule_plans(settings)
+            plans_of_schedules(settings)
         if args.rate is not None and args.rate <= 0:
             raise UsageError("--rate must be a positive number of records a second")
     check_new_file(getattr(args, "out", None) or getattr(args, "export", None))
@@ -370,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         # The scheduler's settings: replay reads each schedule's plan from its file.
-        settings = load_settings(SchedulerSettings)
+        settings = load_settings(CronSettings)
         validate(args, settings)
     except (SettingsError, UsageError, PlanError, ValueError) as error:
         print(f"failed.py: error: {error}", file=sys.stderr)

@@ -19,13 +19,13 @@ import orjson
 from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE
 from aio_pika.abc import AbstractConnection
 
-from topology.amqp import BrokerUnavailable, connect
-from topology.envelope import H_ROUTING_KEY
-from topology.failed import text
-from topology.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from topology.broker.connect import connect
+from topology.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from topology.errors import BrokerUnavailable, PlanError, SettingsError
+from topology.headers import H_ROUTING_KEY, text
 from topology.names import FINAL_KEY, Names
-from topology.plan import PlanError, RetryPlan, format_delay
-from topology.settings import CronSettings, SettingsError, load_settings
+from topology.plan import RetryPlan, format_delay
+from topology.runtime.settings import CronSettings, load_settings
 
 #: Failed records read to find the retry queues of older plans.
 SCAN_LIMIT = 5000

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 #: (section title, "module:Class"); each section lists the fields its class adds.
 SECTIONS: list[tuple[str, str]] = [
-    ("Every process", "topology.settings:CronSettings"),
+    ("Every process", "topology.runtime.settings:CronSettings"),
     ("Worker (`python -m worker`)", "worker.settings:WorkerSettings"),
     ("Scheduler (`python -m scheduler`)", "scheduler.settings:SchedulerSettings"),
     ("Monitor (`python -m worker.monitor`)", "worker.monitor.settings:MonitorSettings"),

@@ -16,10 +16,10 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
 from tests.private_broker import PrivateBroker
 from tests.private_broker import available as private_broker_available
-from topology.cli import Service
 from topology.declare import QueueType, Topology, declare_topology
 from topology.names import Names
 from topology.plan import RetryPlan
+from topology.runtime.service import Service
 from worker.consumer import Worker
 from worker.registry import Registry
 from worker.settings import WorkerSettings

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from scheduler.schedules import ScheduleSet, parse_schedules
 from scheduler.settings import SchedulerSettings
 from tests.conftest import TestBroker
 from topology.envelope import Envelope
+from topology.schedules.load import ScheduleSet, parse_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 

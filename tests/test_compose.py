@@ -67,8 +67,8 @@ def test_env_example_and_readme_table_match_the_settings_classes() -> None:
 
 def test_compose_schedules_file_is_valid() -> None:
     """The schedules the compose demo runs pass the scheduler's validation."""
-    from scheduler.schedules import load_schedules
-    from topology.settings import CronSettings
+    from topology.runtime.settings import CronSettings
+    from topology.schedules.load import load_schedules
 
     path = ROOT / COMPOSE["services"]["scheduler"]["environment"][
         "CRON_SCHEDULES_FILE"

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from topology.envelope import Envelope, MessageDecodeError
+from topology.envelope import Envelope
+from topology.errors import MessageDecodeError
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

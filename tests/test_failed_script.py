@@ -17,10 +17,10 @@ from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.private_broker import PrivateBroker
 from topology.declare import UNLIMITED_DELIVERIES
 from topology.envelope import utcnow
-from topology.failed import RecordFilter
-from topology.failed_queue import read_records
-from topology.replay import Replayer, ReplayOptions
-from topology.settings import CronSettings
+from topology.failed.replay import Replayer, ReplayOptions
+from topology.failed.select import RecordFilter
+from topology.failed.store import read_records
+from topology.runtime.settings import CronSettings
 
 pytestmark = pytest.mark.broker
 

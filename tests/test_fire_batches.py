@@ -21,15 +21,15 @@ from structlog.testing import capture_logs
 import scheduler.batch
 import scheduler.publisher
 from scheduler.batch import Outgoing, encode, publish_batch
-from scheduler.schedules import load_schedules, parse_schedules
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
-from scheduler.timing import cron_timing
 from tests.conftest import TestBroker
 from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
 from topology.declare import queue_arguments
 from topology.envelope import Envelope
 from topology.publish import task_message
+from topology.schedules.load import load_schedules, parse_schedules
+from topology.schedules.timing import cron_timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

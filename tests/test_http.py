@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from topology.errors import PermanentError, RetryableError
 from worker.context import TaskContext
-from worker.errors import PermanentError, RetryableError
 from worker.http import HttpHandler
 
 CTX = TaskContext(

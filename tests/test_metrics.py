@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.private_broker import free_port
-from topology.metrics import ATTEMPTS, Health, serve_metrics
+from topology.runtime.metrics import ATTEMPTS, Health, serve_metrics
 
 
 @pytest.fixture

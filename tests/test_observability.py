@@ -14,7 +14,7 @@ from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.private_broker import free_port
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
-from topology.cli import start_metrics
+from topology.runtime.service import start_metrics
 from worker.__main__ import health_checks
 
 pytestmark = pytest.mark.broker

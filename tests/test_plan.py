@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topology.plan import PlanError, RetryPlan, format_delay, parse_delay
+from topology.errors import PlanError
+from topology.plan import RetryPlan, format_delay, parse_delay
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,7 @@ import scheduler.batch
 import scheduler.leader
 import scheduler.publisher
 import scheduler.service
-from scheduler.schedules import load_schedules
 from scheduler.service import Scheduler
-from scheduler.timing import utc_text
 from scheduler.watermark import Watermark
 from tests.conftest import TestBroker
 from tests.scheduling import (
@@ -31,6 +29,8 @@ from tests.scheduling import (
     write_schedules,
 )
 from topology.envelope import utcnow
+from topology.schedules.load import load_schedules
+from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

@@ -7,9 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.firing import FireHeap, keep
-from scheduler.schedules import Schedule, ScheduleSet, parse_schedules
-from scheduler.timing import CronTiming, IntervalTiming, format_duration, parse_interval, utc_text
-from topology.settings import CronSettings
+from topology.runtime.settings import CronSettings
+from topology.schedules.load import Schedule, ScheduleSet, parse_schedules
+from topology.schedules.timing import (
+    CronTiming,
+    IntervalTiming,
+    format_duration,
+    parse_interval,
+    utc_text,
+)
 
 
 def utc(text: str) -> datetime:

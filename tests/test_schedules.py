@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.schedules import ScheduleError, load_schedules, parse_schedules
-from topology.settings import CronSettings
+from topology.errors import ScheduleError
+from topology.runtime.settings import CronSettings
+from topology.schedules.load import load_schedules, parse_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = CronSettings(max_retries=3, retry_delay_ms=1000, retry_delay_multiplier=2.0)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topology.settings import CronSettings, SettingsError, load_settings, redact_url
+from topology.errors import SettingsError
+from topology.runtime.settings import CronSettings, load_settings, redact_url
 from worker.settings import WorkerSettings
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import envelope, publish, publish_raw
-from topology.declare import PlanDeclarer, TopologyError, declare_topology
+from topology.declare import PlanDeclarer, declare_topology
+from topology.errors import TopologyError
 from topology.names import Names
 
 pytestmark = pytest.mark.broker

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
-from topology.records import rejections
+from topology.errors import PermanentError
+from topology.headers import rejections
 from worker.context import TaskContext
-from worker.errors import PermanentError
 
 pytestmark = pytest.mark.broker
 

@@ -14,6 +14,7 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 from aiormq.exceptions import ChannelPreconditionFailed
 
+from topology.errors import TopologyError
 from topology.names import FAILED_KEY, FINAL_KEY, Names
 from topology.plan import RetryPlan
 
@@ -27,10 +28,6 @@ QueueType = Literal["classic", "quorum"]
 #: limit nobody reaches stands for "none" on both. With any limit set, a return goes back near
 #: the head, so reading keeps the order on 3.x too.
 UNLIMITED_DELIVERIES = 2**31 - 1
-
-
-class TopologyError(RuntimeError):
-    """The broker holds an object whose arguments differ from what this config needs."""
 
 
 def queue_arguments(

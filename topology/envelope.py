@@ -1,8 +1,4 @@
-"""The task message: one frozen envelope, JSON on the wire, and the headers we own.
-
-Our headers are named ``cron-…``; ``x-…`` headers belong to the broker (RabbitMQ 4.x drops
-or ignores ``x-`` headers that clients set).
-"""
+"""The task message: one frozen envelope, JSON on the wire, with the headers of every attempt."""
 
 from __future__ import annotations
 
@@ -13,21 +9,10 @@ from uuid import uuid4
 import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-H_RUN_ID = "cron-run-id"
-H_SCHEDULE = "cron-schedule"
-H_ATTEMPTS = "cron-attempts"
-H_REASON = "cron-reason"
-H_ERROR = "cron-error"
-H_FAILED_AT = "cron-failed-at"
-H_X_DEATH = "cron-x-death"
-H_ROUTING_KEY = "cron-routing-key"
-H_REPLAYS = "cron-replays"
-H_HISTORY = "cron-history"
+from topology.errors import MessageDecodeError
+from topology.headers import H_RUN_ID, H_SCHEDULE
+
 CONTENT_TYPE = "application/json"
-
-
-class MessageDecodeError(ValueError):
-    """A message body that is not a valid task envelope."""
 
 
 class Envelope(BaseModel):

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from topology.errors import PlanError
 from topology.names import FINAL_KEY
 
 _UNITS_MS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000))
@@ -17,10 +18,6 @@ _STEP = re.compile(r"^(\d+)(ms|s|m|h)$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
 #: RabbitMQ limits a queue's x-message-ttl to 2^32 - 1 ms.
 MAX_DELAY_MS = 2**32 - 1
-
-
-class PlanError(ValueError):
-    """A retry plan or routing key that cannot be used."""
 
 
 def format_delay(ms: int) -> str:

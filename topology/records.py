@@ -1,55 +1,87 @@
-"""Failure records and the broker's ``x-death`` history.
+"""Failure records: written by the worker, read by every tool, in this one module.
 
-A failure record is the original message (body and headers) plus ``cron-*`` headers saying
-why it failed. The broker's ``x-death`` list is copied to ``cron-x-death`` because RabbitMQ
-4.x ignores an ``x-death`` header that a client publishes.
+A failure record is the original message (body, headers, properties) plus ``cron-*`` headers
+saying why it failed. The broker's ``x-death`` list is copied to ``cron-x-death`` because
+RabbitMQ 4.x ignores an ``x-death`` header that a client publishes.
+
+A message reaches the failed queue in one of two ways. The worker publishes a failure record,
+or the broker dead-letters it alone: a NACK at ``final`` when no record could be published, a
+quorum delivery limit, or a routing key with no retry queue (caught by ``<ns>_dlx.unrouted``).
+The second kind has no ``cron-reason``; ``record_from`` derives one from its routing key and
+``x-death`` so every record answers the same questions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 import aio_pika
+import orjson
+from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
-from topology.envelope import (
+from topology.envelope import utcnow
+from topology.headers import (
     H_ATTEMPTS,
     H_ERROR,
     H_FAILED_AT,
     H_REASON,
+    H_REPLAYS,
     H_ROUTING_KEY,
+    H_RUN_ID,
+    H_SCHEDULE,
     H_X_DEATH,
-    utcnow,
+    as_utc,
+    rejections,
+    text,
+    x_death,
 )
+from topology.names import FINAL_KEY
 
 ERROR_CHARS = 1000
+#: Headers a failure record adds; a replay moves them into ``cron-history``.
+RECORD_HEADERS = frozenset({H_ATTEMPTS, H_ERROR, H_FAILED_AT, H_REASON, H_ROUTING_KEY, H_X_DEATH})
+#: The AMQP properties a record keeps from its message, and a replay or restore sends again.
+KEPT_PROPERTIES = (
+    "message_id",
+    "content_type",
+    "content_encoding",
+    "correlation_id",
+    "timestamp",
+    "type",
+    "app_id",
+)
+#: pamqp spells the AMQP ``type`` property ``message_type``.
+_PAMQP_NAMES = {"type": "message_type"}
 
 
-def _text(value: object) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+def kept_properties(
+    props: Mapping[str, Any] | Basic.Properties | AbstractIncomingMessage,
+) -> dict[str, Any]:
+    """The properties of ``KEPT_PROPERTIES`` that are set: from a mapping, pamqp's properties
+    of a delivery, or aio-pika's message."""
+    if isinstance(props, Mapping):
+        values = {name: props.get(name) for name in KEPT_PROPERTIES}
+    elif isinstance(props, Basic.Properties):
+        values = {name: getattr(props, _PAMQP_NAMES.get(name, name)) for name in KEPT_PROPERTIES}
+    else:
+        values = {name: getattr(props, name) for name in KEPT_PROPERTIES}
+    return {name: value for name, value in values.items() if value is not None}
 
 
-def x_death(headers: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The broker's dead-letter history of a message, newest first."""
-    deaths = (headers or {}).get("x-death") or []
-    return [death for death in deaths if isinstance(death, Mapping)]
-
-
-def rejections(headers: Mapping[str, Any] | None, main_queue: str) -> int:
-    """How often the broker saw this message rejected from ``main_queue``."""
-    return sum(
-        int(death.get("count", 0))
-        for death in x_death(headers)
-        if _text(death.get("queue")) == main_queue and _text(death.get("reason")) == "rejected"
+def persistent_message(
+    body: bytes, headers: dict[str, Any], properties: Mapping[str, Any]
+) -> aio_pika.Message:
+    """A persistent message with the kept ``properties`` of another one."""
+    return aio_pika.Message(
+        body,
+        headers=headers,
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        **kept_properties(properties),
     )
-
-
-def attempt_number(headers: Mapping[str, Any] | None, main_queue: str) -> int:
-    """Number of the attempt about to run: one more than the broker's rejection count."""
-    return rejections(headers, main_queue) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +132,150 @@ class Received(Protocol):
 
 def failure_record(message: Received, failure: Failure) -> aio_pika.Message:
     """The message published to the failed queue for ``message``."""
-    props = message.properties
-    return aio_pika.Message(
-        message.body,
-        headers=failure_headers(message.headers, message.routing_key, failure),
-        message_id=props.message_id,
-        content_type=props.content_type,
-        content_encoding=props.content_encoding,
-        correlation_id=props.correlation_id,
-        timestamp=props.timestamp,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+    headers = failure_headers(message.headers, message.routing_key, failure)
+    return persistent_message(message.body, headers, kept_properties(message.properties))
+
+
+@dataclass(frozen=True, slots=True)
+class FailedRecord:
+    """One failed task: what it was, why it failed, and the message itself."""
+
+    run_id: str | None
+    schedule: str | None
+    task: str | None
+    attempts: int
+    reason: str
+    error: str | None
+    failed_at: datetime | None
+    routing_key: str | None
+    replays: int
+    history: list[Mapping[str, Any]]
+    body: bytes
+    headers: Mapping[str, Any]
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the ``list`` table and of an alert, JSON-ready."""
+        return {
+            "run_id": self.run_id,
+            "schedule": self.schedule,
+            "task": self.task,
+            "attempts": self.attempts,
+            "reason": self.reason,
+            "failed_at": self.failed_at.isoformat() if self.failed_at else None,
+            "replays": self.replays,
+            "error": self.error,
+        }
+
+
+def _envelope_fields(body: bytes) -> Mapping[str, Any]:
+    # The body may be anything: a decode-error record keeps the bytes that failed to parse.
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else text(value)
+
+
+def _count(value: object) -> int:
+    # A foreign or damaged record must still list: a count that is no number reads as 0.
+    if isinstance(value, int | float | str | bytes):
+        try:
+            return int(value)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _history(headers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    copied = headers.get(H_X_DEATH)
+    if isinstance(copied, list):
+        return [entry for entry in copied if isinstance(entry, Mapping)]
+    return x_death(headers)
+
+
+def _latest_death(history: list[Mapping[str, Any]]) -> datetime | None:
+    # An x-death entry keeps the time of its first event, so the newest time is the maximum.
+    times = [t for t in (as_utc(entry.get("time")) for entry in history) if t is not None]
+    return max(times, default=None)
+
+
+def derived_reason(history: list[Mapping[str, Any]], routing_key: str | None) -> str:
+    """Why the broker alone moved a message to the failed queue."""
+    if history and text(history[0].get("reason")) == "delivery_limit":
+        return "delivery-limit"
+    if routing_key == FINAL_KEY:
+        return "retries-exhausted"
+    return "no-retry-queue"
+
+
+def _derived_error(reason: str, routing_key: str | None) -> str:
+    if reason == "delivery-limit":
+        return "the broker's delivery limit was reached: the worker kept crashing on this task"
+    if reason == "retries-exhausted":
+        return "dead-lettered by the broker after the last attempt (no failure record published)"
+    return f"no retry queue for routing key {routing_key!r}: publishers must declare the plan"
+
+
+def _recorded(headers: Mapping[str, Any], routing_key: str | None) -> dict[str, Any]:
+    return {
+        "attempts": _count(headers.get(H_ATTEMPTS)),
+        "reason": text(headers[H_REASON]),
+        "error": _optional_text(headers.get(H_ERROR)),
+        "failed_at": as_utc(headers.get(H_FAILED_AT)),
+        "routing_key": _optional_text(headers.get(H_ROUTING_KEY)) or routing_key,
+    }
+
+
+def _derived(
+    headers: Mapping[str, Any], routing_key: str | None, main_queue: str
+) -> dict[str, Any]:
+    history = x_death(headers)
+    reason = derived_reason(history, routing_key)
+    return {
+        "attempts": rejections(headers, main_queue),
+        "reason": reason,
+        "error": _derived_error(reason, routing_key),
+        "failed_at": _latest_death(history),
+        "routing_key": routing_key,
+    }
+
+
+def record_from(
+    body: bytes,
+    headers: Mapping[str, Any] | None,
+    routing_key: str | None,
+    main_queue: str,
+    properties: Mapping[str, Any] | None = None,
+) -> FailedRecord:
+    """Read the record of one failed-queue message from its parts."""
+    headers = dict(headers or {})
+    properties = dict(properties or {})
+    if H_REASON in headers:
+        fields = _recorded(headers, routing_key)
+    else:
+        fields = _derived(headers, routing_key, main_queue)
+    envelope = _envelope_fields(body)
+    return FailedRecord(
+        run_id=_optional_text(
+            properties.get("message_id") or headers.get(H_RUN_ID) or envelope.get("run_id")
+        ),
+        schedule=_optional_text(headers.get(H_SCHEDULE) or envelope.get("schedule")),
+        task=_optional_text(envelope.get("task")),
+        replays=_count(headers.get(H_REPLAYS)),
+        history=_history(headers),
+        body=body,
+        headers=headers,
+        properties=properties,
+        **fields,
     )
+
+
+def read_record(message: AbstractIncomingMessage, main_queue: str) -> FailedRecord:
+    """The record of a message read from the failed or the monitor queue."""
+    properties = kept_properties(message)
+    return record_from(message.body, message.headers, message.routing_key, main_queue, properties)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from topology.cli import Checks, config_error, config_ok, run_process, run_service
-from topology.logs import configure_logging
-from topology.settings import SettingsError, load_settings
+from topology.errors import HandlerImportError, SettingsError
+from topology.runtime.logs import configure_logging
+from topology.runtime.service import Checks, config_error, config_ok, run_process, run_service
+from topology.runtime.settings import load_settings
 from worker.consumer import Worker
-from worker.registry import HandlerImportError, import_handler_modules
+from worker.registry import import_handler_modules
 from worker.settings import WorkerSettings
 
 

@@ -8,8 +8,8 @@ from enum import Enum
 from typing import Any
 
 from topology.envelope import Envelope, utcnow
+from topology.errors import PermanentError
 from worker.context import TaskContext
-from worker.errors import PermanentError
 from worker.registry import Registered, Registry
 
 

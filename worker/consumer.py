@@ -14,11 +14,12 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 
-from topology.amqp import connect, publish_channel
+from topology.broker.connect import connect, publish_channel
 from topology.declare import declare_topology
-from topology.envelope import Envelope, MessageDecodeError
+from topology.envelope import Envelope
+from topology.errors import MessageDecodeError
+from topology.headers import attempt_number
 from topology.names import Names
-from topology.records import attempt_number
 from worker.acks import Acks
 from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext

@@ -43,8 +43,8 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 
-from topology.amqp import CONNECTION_ERRORS
 from topology.declare import queue_arguments
+from topology.errors import BROKER_TROUBLE
 from topology.names import Names
 from worker.attempt import Outcome, Result
 from worker.delivery import Delivery
@@ -55,12 +55,8 @@ log = structlog.get_logger("worker.crashloop")
 MARKER_TIMEOUT_SECONDS = 5.0
 #: A marker queue unused this long is deleted by the broker.
 MARKER_EXPIRES_MS = 24 * 3_600_000
-_MARKER_ERRORS: tuple[type[BaseException], ...] = (
-    *CONNECTION_ERRORS,
-    aio_pika.exceptions.AMQPError,
-    RuntimeError,
-    TimeoutError,
-)
+#: aio-pika raises a bare RuntimeError on a closed channel; a marker must never fail an attempt.
+MARKER_ERRORS: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, RuntimeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +123,7 @@ class CrashGuard:
         try:
             async with asyncio.timeout(MARKER_TIMEOUT_SECONDS):
                 return await self._mark(self._channel, name, attempt)
-        except _MARKER_ERRORS as error:
+        except MARKER_ERRORS as error:
             log.warning("crash marker not placed; running unmarked", queue=name, error=repr(error))
             return Mark(queue=name)
 
@@ -155,7 +151,7 @@ class CrashGuard:
         try:
             async with asyncio.timeout(MARKER_TIMEOUT_SECONDS):
                 await self._unmark(self._channel, mark, settled)
-        except _MARKER_ERRORS as error:
+        except MARKER_ERRORS as error:
             log.warning("crash marker not removed", queue=mark.queue, error=repr(error))
 
     async def _unmark(self, channel: AbstractRobustChannel, mark: Mark, settled: bool) -> None:

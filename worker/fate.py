@@ -22,8 +22,9 @@ from functools import lru_cache
 import structlog
 from aio_pika.abc import AbstractExchange
 
+from topology.errors import PlanError
 from topology.names import FAILED_KEY, FINAL_KEY
-from topology.plan import PlanError, RetryPlan
+from topology.plan import RetryPlan
 from topology.records import Failure, failure_record
 from worker.attempt import Outcome, Result
 from worker.delivery import Delivery

@@ -19,7 +19,7 @@ class WorkerMetrics:
         self.enabled = enabled
         self._children: dict[tuple[str, str], Any] = {}
         if enabled:
-            from topology import metrics
+            from topology.runtime import metrics
 
             self._m = metrics
 

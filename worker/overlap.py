@@ -23,13 +23,13 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aio_pika.exceptions import DeliveryError
-from aiormq.exceptions import AMQPError, ChannelInvalidStateError, ChannelLockedResource
+from aiormq.exceptions import ChannelLockedResource
 
-from topology.amqp import CONNECTION_ERRORS
 from topology.declare import queue_arguments
 from topology.envelope import Envelope
+from topology.errors import BROKER_TROUBLE
 from topology.names import Names
-from topology.settings import CronSettings
+from topology.runtime.settings import CronSettings
 from worker.attempt import Outcome, Result
 from worker.context import TaskContext
 
@@ -39,12 +39,6 @@ RETRY_SECONDS = 0.1
 CANCEL_EVERY_SECONDS = 1.0
 
 Attempt = Callable[[], Coroutine[Any, Any, Result]]
-#: Broker trouble while taking or holding a lock.
-LOCK_ERRORS: tuple[type[BaseException], ...] = (
-    AMQPError,
-    ChannelInvalidStateError,
-    *CONNECTION_ERRORS,
-)
 
 
 async def run_guarded(
@@ -56,12 +50,12 @@ async def run_guarded(
     queue = Names(settings.namespace).lock_queue(envelope.schedule)
     try:
         connection = await _connect(settings, queue)
-    except LOCK_ERRORS as error:
+    except BROKER_TROUBLE as error:
         return _unavailable(queue, error)
     async with connection:
         try:
             stop = await _hold(connection, queue, envelope, ctx)
-        except LOCK_ERRORS as error:
+        except BROKER_TROUBLE as error:
             return _unavailable(queue, error)
         if stop is None:
             return Result(

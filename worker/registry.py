@@ -8,14 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from topology.errors import HandlerImportError
 from worker.context import TaskContext
 
 Handler = Callable[[Any, TaskContext], object]
 F = TypeVar("F", bound=Handler)
-
-
-class HandlerImportError(RuntimeError):
-    """A module listed in ``CRON_HANDLER_MODULES`` could not be imported."""
 
 
 @dataclass(frozen=True, slots=True)

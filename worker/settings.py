@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from topology.settings import CronSettings, ModuleList, split_list
+from topology.runtime.settings import CronSettings, ModuleList, split_list
 
 
 class WorkerSettings(CronSettings):

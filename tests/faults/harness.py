@@ -21,13 +21,13 @@ from tests.conftest import TestBroker
 from tests.faults.ledger import Ledger, Report
 from tests.faults.processes import WORKER_READY, Proc, Procs
 from tests.private_broker import BrokerNodeError, PrivateBroker
-from topology.amqp import CONNECTION_ERRORS
 from topology.declare import PlanDeclarer, QueueType, declare_topology
-from topology.envelope import H_ATTEMPTS, H_ERROR, H_REASON, H_RUN_ID, Envelope
+from topology.envelope import Envelope
+from topology.errors import CONNECTION_ERRORS
+from topology.headers import H_ATTEMPTS, H_ERROR, H_REASON, H_RUN_ID, x_death
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
-from topology.records import x_death
 
 #: Errors a publish meets while the broker restarts: the publisher tries again.
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (

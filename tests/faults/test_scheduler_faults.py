@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.timing import utc_text
 from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
 from tests.faults.ledger import Report
 from tests.faults.processes import Proc
+from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.faults
 

@@ -12,8 +12,8 @@ from tests.faults.harness import Scenario
 from tests.faults.ledger import Fate
 from tests.faults.processes import Proc
 from tests.faults.workload import ledger_envelope
+from topology.headers import x_death
 from topology.plan import RetryPlan
-from topology.records import x_death
 
 pytestmark = pytest.mark.faults
 

@@ -7,12 +7,12 @@ import sys
 
 import structlog
 
-from scheduler.schedules import ScheduleError, load_schedules
-from scheduler.settings import SchedulerSettings
-from topology.cli import config_error, config_ok, run_process, run_service
-from topology.logs import configure_logging
+from topology.errors import ScheduleError, SettingsError
 from topology.plan import RetryPlan
-from topology.settings import SettingsError, load_settings
+from topology.runtime.logs import configure_logging
+from topology.runtime.service import config_error, config_ok, run_process, run_service
+from topology.runtime.settings import load_settings
+from topology.schedules.load import schedule_plans
 from worker.monitor.service import Monitor
 from worker.monitor.settings import MonitorSettings
 
@@ -31,22 +31,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def schedule_plans() -> list[RetryPlan]:
+def retry_plans(settings: MonitorSettings) -> list[RetryPlan]:
     """Plans of the schedules file, so their retry queues are watched from the start."""
     try:
-        settings = load_settings(SchedulerSettings)
-        if not settings.schedules_file.exists():
-            return []
-        return list(load_schedules(settings.schedules_file, settings).plans().values())
-    except (SettingsError, ScheduleError) as error:
+        plans = schedule_plans(settings)
+    except ScheduleError as error:
         # Not fatal: the retry queues of a plan are watched once one of its tasks fails.
         log.warning("schedules file not read", error=str(error))
         return []
+    return list((plans or {}).values())
 
 
 async def serve(settings: MonitorSettings) -> None:
     """Run the monitor; SIGTERM and SIGINT stop it."""
-    monitor = Monitor(settings, schedule_plans())
+    monitor = Monitor(settings, retry_plans(settings))
     await run_service(monitor, settings.metrics_port, {"broker-connection": monitor.connected})
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import structlog
 
-from topology.failed import FailedRecord
-from topology.metrics import ALERTS
+from topology.records import FailedRecord
+from topology.runtime.metrics import ALERTS
 from worker.monitor.settings import MonitorSettings
 
 log = structlog.get_logger("monitor")

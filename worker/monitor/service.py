@@ -17,12 +17,12 @@ import httpx
 import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
-from topology.amqp import connect
+from topology.broker.connect import connect
 from topology.declare import declare_topology
-from topology.failed import FailedRecord, read_record
+from topology.errors import BROKER_TROUBLE
 from topology.names import Names
 from topology.plan import RetryPlan
-from topology.replay import BROKER_TROUBLE
+from topology.records import FailedRecord, read_record
 from worker.monitor.alerts import AlertSender, Condition, FailureEvent
 from worker.monitor.settings import MonitorSettings
 from worker.monitor.watch import QueueWatch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, HttpUrl
 
-from topology.settings import CronSettings
+from topology.runtime.settings import CronSettings
 
 
 class MonitorSettings(CronSettings):

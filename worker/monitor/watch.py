@@ -18,10 +18,11 @@ from typing import Any
 
 from aio_pika.abc import AbstractConnection
 
-from topology.inspect import counts, fingerprint, peek, plan_queues, retry_keys
-from topology.metrics import QUEUE_DEPTH
+from topology.broker.inspect import counts, fingerprint, peek, plan_queues, retry_keys
+from topology.errors import PlanError
 from topology.names import Names
-from topology.plan import PlanError, RetryPlan
+from topology.plan import RetryPlan
+from topology.runtime.metrics import QUEUE_DEPTH
 from worker.monitor.alerts import Condition
 from worker.monitor.settings import MonitorSettings
 

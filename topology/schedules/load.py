@@ -30,8 +30,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from scheduler.spec import RetrySpec, ScheduleSpec
-from scheduler.timing import (
+from topology.envelope import Envelope
+from topology.errors import PlanError, ScheduleError
+from topology.plan import RetryPlan
+from topology.runtime.settings import CronSettings
+from topology.schedules.spec import RetrySpec, ScheduleSpec
+from topology.schedules.timing import (
     EPOCH,
     IntervalTiming,
     Timing,
@@ -40,22 +44,9 @@ from scheduler.timing import (
     parse_interval,
     utc_text,
 )
-from topology.envelope import Envelope
-from topology.plan import PlanError, RetryPlan
-from topology.settings import CronSettings
 
 _TICK = timedelta(microseconds=1)
 _JSON_TAGS = frozenset({"dict", "list", "str", "int", "float", "bool"})
-
-
-class ScheduleError(ValueError):
-    """An invalid schedules file; ``problems`` has one line per schedule and field."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  {problem}" for problem in problems)
-        super().__init__(f"{source}: invalid schedules file:\n{lines}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +168,18 @@ def load_schedules(path: Path, defaults: CronSettings) -> ScheduleSet:
             [f"cannot read the file ({error}); set CRON_SCHEDULES_FILE to your schedules file"],
         ) from None
     return parse_schedules(text, defaults, str(path))
+
+
+def schedule_plans(settings: CronSettings) -> dict[str, RetryPlan] | None:
+    """Each schedule's own retry plan from ``CRON_SCHEDULES_FILE``; None without a file.
+
+    A file that is missing although ``CRON_SCHEDULES_FILE`` names it is an error; a missing
+    default ``schedules.toml`` only means the processes run without schedules of their own.
+    """
+    path = settings.schedules_file
+    if not path.exists() and "schedules_file" not in settings.model_fields_set:
+        return None
+    return load_schedules(path, settings).plans()
 
 
 def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules") -> ScheduleSet:

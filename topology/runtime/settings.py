@@ -7,22 +7,20 @@ the environment at import time.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AmqpDsn, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from topology.errors import SettingsError
 from topology.plan import MAX_DELAY_MS, RetryPlan
 
 ENV_PREFIX = "CRON_"
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 S = TypeVar("S", bound=BaseSettings)
-
-
-class SettingsError(ValueError):
-    """Invalid configuration; the message names each variable and what to do."""
 
 
 def redact_url(url: str) -> str:
@@ -56,6 +54,11 @@ class CronSettings(BaseSettings):
     )
 
     namespace: str = Field("cron", description="Prefix of every queue and exchange name.")
+    schedules_file: Path = Field(
+        Path("schedules.toml"),
+        description="TOML file of schedules (see examples/): the scheduler runs them; the "
+        "monitor and failed.py read their retry plans.",
+    )
     amqp_url: AmqpDsn = Field(
         AmqpDsn("amqp://guest:guest@localhost:5672/"),
         description="RabbitMQ URL (amqp:// or amqps://).",

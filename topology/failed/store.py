@@ -12,11 +12,13 @@ from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractRobustConnection
 
-from topology.amqp import publish_channel
-from topology.failed import FailedRecord, RecordFilter, read_record, restored_message
-from topology.inspect import holding
+from topology.broker.connect import publish_channel
+from topology.broker.inspect import holding
+from topology.failed.export import restored_message
+from topology.failed.select import RecordFilter
+from topology.failed.tally import Progress, Tally
 from topology.names import Names
-from topology.replay import Progress, Tally
+from topology.records import FailedRecord, read_record
 
 Exporter = Callable[[list[FailedRecord]], None]
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from topology.amqp import BrokerUnavailable
-from topology.declare import TopologyError
+from topology.errors import BrokerUnavailable, TopologyError
 
 if TYPE_CHECKING:  # the server module loads only with the metrics it serves
     from wsgiref.simple_server import WSGIServer
@@ -55,7 +54,7 @@ def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
     """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
     if port == 0:
         return None
-    from topology.metrics import Health, serve_metrics
+    from topology.runtime.metrics import Health, serve_metrics
 
     health = Health()
     for name, check in checks.items():

@@ -25,6 +25,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from topology.errors import TimingError
+
 #: Anchor of intervals without ``start_at``: every scheduler computes the same fire times.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Time-zone changes are months apart, so two never fall inside one scan step.
@@ -35,10 +37,6 @@ _INTERVAL = re.compile(r"^(?:\d+[dhms])+$")
 _INTERVAL_PART = re.compile(r"(\d+)([dhms])")
 _UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_INTERVAL = timedelta(days=366)
-
-
-class TimingError(ValueError):
-    """A cron expression, time zone or interval that cannot be used."""
 
 
 class Timing(Protocol):

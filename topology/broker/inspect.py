@@ -19,11 +19,10 @@ import orjson
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aiormq.exceptions import ChannelNotFoundEntity
 
-from topology.envelope import H_FAILED_AT, H_X_DEATH
-from topology.failed import as_utc, jsonable, text
+from topology.errors import PlanError
+from topology.headers import H_FAILED_AT, H_X_DEATH, as_utc, jsonable, text, x_death
 from topology.names import Names
-from topology.plan import PlanError, RetryPlan
-from topology.records import x_death
+from topology.plan import RetryPlan
 
 T = TypeVar("T")
 #: How long one ``basic.get`` may take before the broker is taken for gone.

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -26,17 +26,27 @@ from typing import Any
 import aio_pika
 import structlog
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractRobustConnection
-from aiormq.exceptions import ChannelClosed, ChannelInvalidStateError, DeliveryError
+from aiormq.exceptions import DeliveryError
 
-from topology.amqp import CONNECTION_ERRORS, BrokerUnavailable, connect, publish_channel
+from topology.broker.connect import connect, publish_channel
+from topology.broker.inspect import fingerprint, holding
 from topology.declare import PlanDeclarer, declare_topology
-from topology.envelope import H_HISTORY, H_REPLAYS, H_RUN_ID, utcnow
-from topology.failed import RECORD_HEADERS, FailedRecord, RecordFilter, read_record
-from topology.inspect import fingerprint, holding
+from topology.envelope import utcnow
+from topology.errors import BROKER_TROUBLE, BrokerUnavailable
+from topology.failed.select import RecordFilter
+from topology.failed.tally import Progress, Tally
+from topology.failed.window import Window
+from topology.headers import H_HISTORY, H_REPLAYS, H_RUN_ID
 from topology.names import Names
 from topology.plan import RetryPlan
-from topology.records import ERROR_CHARS
-from topology.settings import CronSettings
+from topology.records import (
+    ERROR_CHARS,
+    RECORD_HEADERS,
+    FailedRecord,
+    persistent_message,
+    read_record,
+)
+from topology.runtime.settings import CronSettings
 
 log = structlog.get_logger("replay")
 #: Failures kept in ``cron-history``: AMQP headers must fit in one frame.
@@ -44,15 +54,6 @@ HISTORY_LIMIT = 5
 PUBLISH_TIMEOUT_SECONDS = 30.0
 #: Records published and waiting for their confirm at any one time.
 WINDOW = 200
-#: Errors after which the connection is reopened and the run resumes.
-BROKER_TROUBLE: tuple[type[BaseException], ...] = (
-    *CONNECTION_ERRORS,
-    BrokerUnavailable,
-    ChannelClosed,
-    ChannelInvalidStateError,
-)
-
-Progress = Callable[[int, int], None]
 
 
 def replay_plan(
@@ -105,31 +106,8 @@ def replay_headers(record: FailedRecord) -> dict[str, Any]:
 
 def replay_message(record: FailedRecord, now: datetime | None = None) -> aio_pika.Message:
     """The task message a replay publishes: same body and run id, fresh history, stamped now."""
-    props = record.properties
-    return aio_pika.Message(
-        record.body,
-        headers=replay_headers(record),
-        message_id=record.run_id,
-        content_type=props.get("content_type"),
-        content_encoding=props.get("content_encoding"),
-        correlation_id=props.get("correlation_id"),
-        type=props.get("type"),
-        app_id=props.get("app_id"),
-        timestamp=now or utcnow(),
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-    )
-
-
-@dataclass
-class Tally:
-    """What a run did: records read, matched, moved, and those that could not be moved."""
-
-    scanned: int = 0
-    matched: int = 0
-    moved: int = 0
-    failed: int = 0
-    reconnects: int = 0
-    errors: list[str] = field(default_factory=list)
+    props = {**record.properties, "message_id": record.run_id, "timestamp": now or utcnow()}
+    return persistent_message(record.body, replay_headers(record), props)
 
 
 @dataclass
@@ -282,49 +260,3 @@ class Replayer:
         if self._next_publish > now:
             await asyncio.sleep(self._next_publish - now)
         self._next_publish = max(now, self._next_publish) + 1.0 / self.options.rate
-
-
-class Window:
-    """Runs at most ``size`` moves at once; the first one that raised is raised again by the next
-    ``start`` or by ``drain``, and leaving the block cancels whatever is still running."""
-
-    def __init__(self, size: int) -> None:
-        self._slots = asyncio.Semaphore(size)
-        self._running: set[asyncio.Task[None]] = set()
-        self._error: BaseException | None = None
-
-    def __len__(self) -> int:
-        return len(self._running)
-
-    async def __aenter__(self) -> Window:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        for task in self._running:
-            task.cancel()
-        await asyncio.gather(*self._running, return_exceptions=True)
-
-    async def start(self, move: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Start ``move()`` once a slot is free (made only then: a refused one never exists)."""
-        await self._slots.acquire()
-        if self._error is not None:  # an earlier move failed, perhaps while this one waited
-            self._slots.release()
-            raise self._error
-        task = asyncio.create_task(move())
-        self._running.add(task)
-        task.add_done_callback(self._finished)
-
-    async def drain(self) -> None:
-        """Wait for every move started so far."""
-        await asyncio.gather(*self._running, return_exceptions=True)
-        self._raise()
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
-        self._slots.release()
-        if not task.cancelled() and self._error is None:
-            self._error = task.exception()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise self._error

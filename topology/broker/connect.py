@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import aio_pika
 from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
-from aiormq.exceptions import AMQPConnectionError
 
-from topology.settings import CronSettings
-
-#: Errors that mean "the broker is not reachable right now": retry, don't crash.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    AMQPConnectionError,
-    ConnectionError,
-    OSError,
-    TimeoutError,
-)
-
-
-class BrokerUnavailable(RuntimeError):
-    """The broker could not be reached at start."""
+from topology.errors import CONNECTION_ERRORS, BrokerUnavailable
+from topology.runtime.settings import CronSettings
 
 
 async def connect(settings: CronSettings, name: str) -> AbstractRobustConnection:

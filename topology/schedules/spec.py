@@ -15,11 +15,11 @@ from pydantic import (
     model_validator,
 )
 
-from scheduler.timing import cron_timing, load_zone, parse_interval, utc_text
+from topology.errors import PermanentError
 from topology.plan import MAX_DELAY_MS, RetryPlan
-from topology.settings import CronSettings
-from worker.errors import PermanentError
-from worker.http import parse_request
+from topology.runtime.settings import CronSettings
+from topology.schedules.timing import cron_timing, load_zone, parse_interval, utc_text
+from topology.webhook import parse_request
 
 Concurrency = Literal["Allow", "Forbid", "Replace"]
 CatchUp = Literal["skip", "latest", "all"]

@@ -1,0 +1,1 @@
+"""Talking to RabbitMQ: connections, and reading queues without taking anything out."""

@@ -1,0 +1,107 @@
+"""Every error warren raises on purpose, under one root.
+
+::
+
+    WarrenError
+     ├── ConfigError              wrong configuration: the process exits 2, naming the fix
+     │    ├── SettingsError        CRON_* variables (each named, its value never shown)
+     │    ├── ScheduleError        the schedules file (a line per schedule and field)
+     │    ├── TimingError          a cron expression, time zone or interval
+     │    ├── PlanError            a retry plan or routing key
+     │    └── HandlerImportError   a module of CRON_HANDLER_MODULES
+     ├── BrokerError              RabbitMQ: the process exits 3
+     │    ├── BrokerUnavailable    not reachable at start
+     │    └── TopologyError        a queue exists with other arguments than this config's
+     ├── MessageDecodeError       a body that is not a task envelope
+     └── TaskError                raised by handlers to say how an attempt failed
+          ├── RetryableError       try again while the plan allows
+          └── PermanentError       no retry can help: straight to the failed queue
+
+Any other exception a handler raises counts as retryable.
+
+The client libraries raise their own exceptions for a broker in trouble; ``BROKER_TROUBLE``
+is the one family of them that loops catch to reconnect or retry, instead of crashing.
+"""
+
+from __future__ import annotations
+
+from aiormq.exceptions import AMQPConnectionError, AMQPError, ChannelInvalidStateError
+
+
+class WarrenError(Exception):
+    """Root of every error warren raises on purpose."""
+
+
+class ConfigError(WarrenError, ValueError):
+    """Configuration that cannot work; the message names what is wrong and how to fix it."""
+
+
+class SettingsError(ConfigError):
+    """Invalid ``CRON_*`` settings; the message names each variable and what to do."""
+
+
+class ScheduleError(ConfigError):
+    """An invalid schedules file; ``problems`` has one line per schedule and field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {problem}" for problem in problems)
+        super().__init__(f"{source}: invalid schedules file:\n{lines}")
+
+
+class TimingError(ConfigError):
+    """A cron expression, time zone or interval that cannot be used."""
+
+
+class PlanError(ConfigError):
+    """A retry plan or routing key that cannot be used."""
+
+
+class HandlerImportError(ConfigError):
+    """A module listed in ``CRON_HANDLER_MODULES`` could not be imported."""
+
+
+class BrokerError(WarrenError, RuntimeError):
+    """RabbitMQ could not be used as this configuration needs."""
+
+
+class BrokerUnavailable(BrokerError):
+    """The broker could not be reached at start."""
+
+
+class TopologyError(BrokerError):
+    """The broker holds an object whose arguments differ from what this config needs."""
+
+
+class MessageDecodeError(WarrenError, ValueError):
+    """A message body that is not a valid task envelope."""
+
+
+class TaskError(WarrenError):
+    """Base of the errors a handler may raise on purpose."""
+
+
+class RetryableError(TaskError):
+    """A failure that may pass on a later attempt (a 503, a timeout, a lost connection)."""
+
+
+class PermanentError(TaskError):
+    """A failure that no retry can fix (bad input, a 404): the task fails at once."""
+
+
+#: The connection is gone or cannot be made: wait for the broker, don't crash.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    AMQPConnectionError,
+    ConnectionError,
+    OSError,
+    TimeoutError,
+    BrokerUnavailable,
+)
+#: An operation failed on the broker's side (the connection, a channel the broker closed, a
+#: channel already gone): retry it on a fresh channel or connection.
+BROKER_TROUBLE: tuple[type[BaseException], ...] = (
+    *CONNECTION_ERRORS,
+    AMQPError,
+    ChannelInvalidStateError,
+)

@@ -1,0 +1,70 @@
+"""Which failed records a command works on: filters by name pattern, reason and time."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
+
+from topology.headers import as_utc
+from topology.records import FailedRecord
+
+_RELATIVE = re.compile(r"^(\d+)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time (UTC if bare)."""
+    match = _RELATIVE.match(value.strip())
+    if match:
+        seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    parsed = as_utc(value.strip())
+    if parsed is None:
+        raise ValueError(
+            f"--since {value!r} is neither an age like 30m, 2h, 7d nor an ISO time "
+            "like 2026-01-31T08:00:00Z"
+        )
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """Which records a command works on; name patterns may use ``*`` and ``?``."""
+
+    schedule: str | None = None
+    task: str | None = None
+    reason: str | None = None
+    run_id: str | None = None
+    since: datetime | None = None
+    #: Records that failed after this instant are left alone (they arrived during the run).
+    until: datetime | None = None
+
+    @property
+    def selects_all(self) -> bool:
+        """True when no filter narrows the selection."""
+        return not any((self.schedule, self.task, self.reason, self.run_id, self.since))
+
+    def matches(self, record: FailedRecord) -> bool:
+        """True when ``record`` passes every filter that is set."""
+        return (
+            _like(self.schedule, record.schedule)
+            and _like(self.task, record.task)
+            and _like(self.run_id, record.run_id)
+            and (self.reason is None or self.reason == record.reason)
+            and _after(self.since, record.failed_at)
+            and _before(self.until, record.failed_at)
+        )
+
+
+def _like(pattern: str | None, value: str | None) -> bool:
+    return pattern is None or (value is not None and fnmatchcase(value, pattern))
+
+
+def _after(since: datetime | None, when: datetime | None) -> bool:
+    return since is None or (when is not None and when >= since)
+
+
+def _before(until: datetime | None, when: datetime | None) -> bool:
+    return until is None or when is None or when <= until

@@ -1,0 +1,76 @@
+"""Message headers: the ``cron-*`` headers we own, the broker's ``x-death``, and their values.
+
+Our headers are named ``cron-…``; ``x-…`` headers belong to the broker (RabbitMQ 4.x drops
+or ignores ``x-`` headers that clients set). The broker sends some values as bytes, times as
+datetimes or text, and numbers as decimals: the readers here turn them into plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+H_RUN_ID = "cron-run-id"
+H_SCHEDULE = "cron-schedule"
+H_ATTEMPTS = "cron-attempts"
+H_REASON = "cron-reason"
+H_ERROR = "cron-error"
+H_FAILED_AT = "cron-failed-at"
+H_X_DEATH = "cron-x-death"
+H_ROUTING_KEY = "cron-routing-key"
+H_REPLAYS = "cron-replays"
+H_HISTORY = "cron-history"
+
+
+def text(value: object) -> str:
+    """A header value as text (the broker sends some strings as bytes)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def as_utc(value: object) -> datetime | None:
+    """A header timestamp (datetime or ISO text) as an aware UTC datetime, else None."""
+    if isinstance(value, bytes | str):
+        try:
+            value = datetime.fromisoformat(text(value))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def jsonable(value: Any) -> Any:
+    """AMQP header values (datetimes, bytes, decimals, nested tables) as JSON values."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).isoformat()
+    if isinstance(value, bytes):
+        return text(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def x_death(headers: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The broker's dead-letter history of a message, newest first."""
+    deaths = (headers or {}).get("x-death") or []
+    return [death for death in deaths if isinstance(death, Mapping)]
+
+
+def rejections(headers: Mapping[str, Any] | None, main_queue: str) -> int:
+    """How often the broker saw this message rejected from ``main_queue``."""
+    return sum(
+        int(death.get("count", 0))
+        for death in x_death(headers)
+        if text(death.get("queue")) == main_queue and text(death.get("reason")) == "rejected"
+    )
+
+
+def attempt_number(headers: Mapping[str, Any] | None, main_queue: str) -> int:
+    """Number of the attempt about to run: one more than the broker's rejection count."""
+    return rejections(headers, main_queue) + 1

@@ -1,0 +1,1 @@
+"""What every long-running process needs around its work: settings, logs, metrics, signals."""
