@@ -1,13 +1,21 @@
-"""What the ops scripts share: exit codes, log lines on stderr, and a progress bar."""
+"""What the ops scripts share: exit codes, usage errors, retry-plan options, log lines on stderr,
+and a progress bar."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
 from typing import TextIO
 
 import structlog
+from pydantic import ValidationError
+
+from topology.errors import Loc, validation_problems
+from topology.plan import RetryPlan
+from topology.runtime.settings import CronSettings
+from topology.schedules.spec import RetrySpec
 
 EXIT_OK = 0
 #: Some records could not be moved, none matched where one was asked for, or the user declined.
@@ -17,6 +25,34 @@ EXIT_BROKER = 3
 
 #: Runs over this many messages show progress (a bar on a terminal, a line per tenth otherwise).
 PROGRESS_FROM = 300
+_PLAN_OPTIONS = ("max_retries", "delay_ms", "multiplier")
+
+
+class UsageError(ValueError):
+    """Bad command-line input."""
+
+
+def add_plan_options(group: argparse._ActionsContainer) -> None:
+    """``--max-retries``, ``--delay-ms`` and ``--multiplier``: a retry plan of the command's own."""
+    group.add_argument("--max-retries", type=int, help="retries after the first attempt")
+    group.add_argument("--delay-ms", type=int, help="delay before the first retry")
+    group.add_argument("--multiplier", type=float, help="growth of each further delay")
+
+
+def _option(loc: Loc) -> str:
+    return "--" + str(loc[0]).replace("_", "-") if loc else ""
+
+
+def plan_options(args: argparse.Namespace, settings: CronSettings) -> RetryPlan | None:
+    """The plan those options give, over the CRON_* defaults; None when none is given."""
+    given = {name: getattr(args, name) for name in _PLAN_OPTIONS}
+    if all(value is None for value in given.values()):
+        return None
+    try:
+        spec = RetrySpec(**{name: value for name, value in given.items() if value is not None})
+    except ValidationError as error:
+        raise UsageError("; ".join(validation_problems(error, where=_option))) from None
+    return spec.plan(settings)
 
 
 def log_to_stderr(level: str = "INFO") -> None:

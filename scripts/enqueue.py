@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import orjson
+from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, UsageError, add_plan_options, plan_options
 
 from topology.broker.connect import connect, publish_channel
 from topology.declare import declare_topology
@@ -22,14 +23,6 @@ from topology.names import Names
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
 from topology.runtime.settings import CronSettings, load_settings
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_BROKER = 3
-
-
-class UsageError(ValueError):
-    """Bad command-line input."""
 
 
 def json_arg(text: str) -> Any:
@@ -47,21 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("task", help="registered task name, e.g. http or noop")
     parser.add_argument("--payload", type=json_arg, default={}, help="task input as JSON")
-    parser.add_argument("--max-retries", type=int, help="retries after the first attempt")
-    parser.add_argument("--delay-ms", type=int, help="delay before the first retry")
-    parser.add_argument("--multiplier", type=float, help="growth of each further delay")
+    add_plan_options(parser)
     parser.add_argument("--timeout", type=float, help="per-attempt timeout in seconds")
     return parser.parse_args(argv)
-
-
-def build_plan(args: argparse.Namespace, settings: CronSettings) -> RetryPlan:
-    """The plan from the options, falling back to the CRON_* defaults."""
-    retries = settings.max_retries if args.max_retries is None else args.max_retries
-    delay = settings.retry_delay_ms if args.delay_ms is None else args.delay_ms
-    factor = settings.retry_delay_multiplier if args.multiplier is None else args.multiplier
-    if not 0 <= retries <= 50 or delay < 0 or factor < 1:
-        raise UsageError("need 0 <= --max-retries <= 50, --delay-ms >= 0 and --multiplier >= 1")
-    return RetryPlan.exponential(retries, delay, factor, settings.retry_max_delay_ms)
 
 
 def build_envelope(args: argparse.Namespace) -> Envelope:
@@ -96,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         settings = load_settings(CronSettings)
-        plan, envelope = build_plan(args, settings), build_envelope(args)
+        plan = plan_options(args, settings) or settings.default_plan()
+        envelope = build_envelope(args)
     except (SettingsError, UsageError, PlanError) as error:
         print(f"enqueue.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,7 +24,10 @@ from _cli import (
     EXIT_PARTIAL,
     EXIT_USAGE,
     ProgressBar,
+    UsageError,
+    add_plan_options,
     log_to_stderr,
+    plan_options,
 )
 from _failed_view import full, table
 
@@ -53,10 +56,6 @@ Command = Callable[[CronSettings, argparse.Namespace], Coroutine[Any, Any, int]]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-class UsageError(ValueError):
-    """Bad command-line input."""
-
-
 def _filters(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("filters (patterns may use * and ?)")
     group.add_argument("--schedule", help="schedule name, e.g. 'billing-*'")
@@ -71,9 +70,7 @@ def _plan_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "retry plan (default: the schedule's plan, else the CRON_* defaults)"
     )
-    group.add_argument("--max-retries", type=int, help="retries after the first attempt")
-    group.add_argument("--delay-ms", type=int, help="delay before the first retry")
-    group.add_argument("--multiplier", type=float, help="growth of each further delay")
+    add_plan_options(group)
 
 
 def _reading(sub: Subcommands) -> None:
@@ -141,18 +138,6 @@ def selection(args: argparse.Namespace) -> RecordFilter:
             "or --all to take every record"
         )
     return select
-
-
-def override_plan(args: argparse.Namespace, settings: CronSettings) -> RetryPlan | None:
-    """The plan from --max-retries/--delay-ms/--multiplier, filled from CRON_*; None if unset."""
-    if args.max_retries is None and args.delay_ms is None and args.multiplier is None:
-        return None
-    retries = settings.max_retries if args.max_retries is None else args.max_retries
-    delay = settings.retry_delay_ms if args.delay_ms is None else args.delay_ms
-    factor = settings.retry_delay_multiplier if args.multiplier is None else args.multiplier
-    if not 0 <= retries <= 50 or delay < 0 or factor < 1:
-        raise UsageError("need 0 <= --max-retries <= 50, --delay-ms >= 0 and --multiplier >= 1")
-    return RetryPlan.exponential(retries, delay, factor, settings.retry_max_delay_ms)
 
 
 def plans_of_schedules(settings: CronSettings) -> Mapping[str, RetryPlan] | None:
@@ -312,7 +297,7 @@ def replay_summary(tally: Tally, dry_run: bool) -> str:
 
 async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     """Move the matching records back to the tasks exchange with a fresh retry plan."""
-    override = override_plan(args, settings)
+    override = plan_options(args, settings)
     plans = None if override else plans_of_schedules(settings)
     default = settings.default_plan()
     bar = ProgressBar("replaying")
@@ -359,7 +344,7 @@ def validate(args: argparse.Namespace, settings: CronSettings) -> None:
     """Check the whole command line before connecting, so usage errors exit 2 at once."""
     selection(args)
     if args.command == "replay":
-        if override_plan(args, settings) is None:
+        if plan_options(args, settings) is None:
             plans_of_schedules(settings)
         if args.rate is not None and args.rate <= 0:
             raise UsageError("--rate must be a positive number of records a second")

@@ -18,8 +18,10 @@ from tests.conftest import InProcess, TestBroker, plan
 from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
 from tests.webhook import Endpoint, serve
+from topology.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
+from topology.records import record_from
 from worker.monitor import Monitor, MonitorSettings
-from worker.monitor.alerts import Condition, Digest, FailureEvent
+from worker.monitor.alerts import Condition, Digest
 
 pytestmark = pytest.mark.broker
 
@@ -175,8 +177,11 @@ def test_a_grouped_alert_counts_by_reason_and_schedule() -> None:
     digest = Digest()
     for n in range(12):
         reason = "unknown-task" if n % 3 == 0 else "retries-exhausted"
-        event = FailureEvent(f"r{n}", "nightly", "job", 4, reason, "2026-01-01T00:00:00+00:00")
-        digest.add_failure(event, now=float(n))
+        headers = {H_REASON: reason, H_ATTEMPTS: 4, H_FAILED_AT: "2026-01-01T00:00:00+00:00"}
+        headers[H_SCHEDULE] = "nightly"
+        body = orjson.dumps({"task": "job"})
+        record = record_from(body, headers, "final", "cron_scheduler", {"message_id": f"r{n}"})
+        digest.add_failure(record, now=float(n))
     text = digest.text("cron")
     assert "12 tasks failed (retries-exhausted 8, unknown-task 4)" in text
     assert "schedules: nightly 12" in text and "run r0" in text

@@ -1,25 +1,11 @@
-"""Broker topology shared by every process: names, retry plans, declarations, envelopes."""
+"""What every warren process shares, and what is shared by no process alone.
 
-from topology.declare import PlanDeclarer, Topology, declare_topology
-from topology.envelope import Envelope
-from topology.errors import MessageDecodeError, PlanError, SettingsError, TopologyError
-from topology.names import FAILED_KEY, FINAL_KEY, Names
-from topology.plan import RetryPlan
-from topology.runtime.settings import CronSettings, load_settings
-
-__all__ = [
-    "FAILED_KEY",
-    "FINAL_KEY",
-    "CronSettings",
-    "Envelope",
-    "MessageDecodeError",
-    "Names",
-    "PlanDeclarer",
-    "PlanError",
-    "RetryPlan",
-    "SettingsError",
-    "Topology",
-    "TopologyError",
-    "declare_topology",
-    "load_settings",
-]
+- The contract: ``names`` (queues and exchanges), ``plan`` (retry plans as routing keys),
+  ``envelope`` (the task message), ``headers`` (ours and the broker's), ``records`` (a
+  failure record, written and read), ``declare`` (the topology), ``publish``, ``webhook``
+  (the http task's payload), ``durations`` and ``errors`` (one tree).
+- ``schedules``: the schedules file and when each schedule fires.
+- ``broker``: connections, and reading queues without taking anything out.
+- ``failed``: the failed queue: read, select, purge, export, restore, replay.
+- ``runtime``: what each process runs in: settings, logs, metrics and health, signals.
+"""

@@ -9,7 +9,7 @@ from uuid import uuid4
 import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from topology.errors import MessageDecodeError
+from topology.errors import MessageDecodeError, validation_problems
 from topology.headers import H_RUN_ID, H_SCHEDULE
 
 CONTENT_TYPE = "application/json"
@@ -46,7 +46,8 @@ class Envelope(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            raise MessageDecodeError(_describe(error)) from None
+            problems = "; ".join(validation_problems(error, whole="body"))
+            raise MessageDecodeError(f"invalid task envelope: {problems}") from None
 
     def headers(self) -> dict[str, Any]:
         """Headers sent with every attempt so handlers and tools need not parse the body."""
@@ -54,14 +55,6 @@ class Envelope(BaseModel):
         if self.schedule is not None:
             headers[H_SCHEDULE] = self.schedule
         return headers
-
-
-def _describe(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_url=False, include_input=False):
-        where = ".".join(str(part) for part in item["loc"]) or "body"
-        problems.append(f"{where}: {item['msg']}")
-    return "invalid task envelope: " + "; ".join(problems)
 
 
 def utcnow() -> datetime:

@@ -25,7 +25,13 @@ is the one family of them that loops catch to reconnect or retry, instead of cra
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiormq.exceptions import AMQPConnectionError, AMQPError, ChannelInvalidStateError
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+Loc = tuple[int | str, ...]
 
 
 class WarrenError(Exception):
@@ -88,6 +94,32 @@ class RetryableError(TaskError):
 
 class PermanentError(TaskError):
     """A failure that no retry can fix (bad input, a 404): the task fails at once."""
+
+
+def _dotted(loc: Loc) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _message(item: ErrorDetails) -> str:
+    return item["msg"]
+
+
+def validation_problems(
+    error: ValidationError,
+    *,
+    where: Callable[[Loc], str] = _dotted,
+    what: Callable[[ErrorDetails], str] = _message,
+    whole: str = "",
+) -> list[str]:
+    """``where: what`` for each problem of ``error``, ``whole`` naming the input itself.
+
+    The input values are never shown: they may be secrets (a URL's password, a token).
+    """
+    lines = []
+    for item in error.errors(include_url=False, include_input=False):
+        place = where(item["loc"]) or whole
+        lines.append(f"{place}: {what(item)}" if place else what(item))
+    return lines
 
 
 #: The connection is gone or cannot be made: wait for the broker, don't crash.

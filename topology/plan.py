@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from topology.errors import PlanError
 from topology.names import FINAL_KEY
@@ -91,3 +92,12 @@ class RetryPlan:
         for delay in self.delays_ms:
             starts.append(starts[-1] + delay)
         return starts
+
+
+@lru_cache(maxsize=1024)
+def is_retry_key(key: str) -> bool:
+    """True when ``key`` is a retry plan the DLX can route (``final`` is not)."""
+    try:
+        return not RetryPlan.from_key(key).spent
+    except PlanError:
+        return False

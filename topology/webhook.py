@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from topology.errors import PermanentError
+from topology.errors import PermanentError, validation_problems
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
@@ -75,8 +75,5 @@ def parse_request(payload: Any) -> HttpRequest:
     try:
         return HttpRequest.model_validate(payload)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}"
-            for e in error.errors(include_url=False, include_input=False)
-        )
+        problems = "; ".join(validation_problems(error, whole="payload"))
         raise PermanentError(f"invalid http payload: {problems}") from None

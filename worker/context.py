@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
 
 import structlog
 
@@ -53,17 +52,3 @@ class TaskContext:
 
     def __repr__(self) -> str:
         return f"TaskContext(run_id={self.run_id!r}, task={self.task!r}, attempt={self.attempt})"
-
-
-class AsyncHandler(Protocol):
-    """A coroutine function ``async def handler(payload, ctx)``."""
-
-    async def __call__(self, payload: Any, ctx: TaskContext) -> object:
-        """Run the task; raise ``PermanentError`` to fail it for good."""
-
-
-class SyncHandler(Protocol):
-    """A plain function ``def handler(payload, ctx)``, run in a thread."""
-
-    def __call__(self, payload: Any, ctx: TaskContext) -> object:
-        """Run the task; raise ``PermanentError`` to fail it for good."""

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
 
 import structlog
 from aio_pika.abc import AbstractExchange
 
-from topology.errors import PlanError
 from topology.names import FAILED_KEY, FINAL_KEY
-from topology.plan import RetryPlan
+from topology.plan import is_retry_key
 from topology.records import Failure, failure_record
 from worker.attempt import Outcome, Result
 from worker.delivery import Delivery
@@ -61,15 +59,6 @@ class Verdict:
     error: str | None = None
 
 
-@lru_cache(maxsize=1024)
-def is_plan_key(key: str) -> bool:
-    """True when ``key`` is a retry plan the DLX can route (``final`` is not)."""
-    try:
-        return not RetryPlan.from_key(key).spent
-    except PlanError:
-        return False
-
-
 def decide(result: Result, routing_key: str) -> Verdict:
     """Map an attempt's result and the message's remaining plan to an action."""
     if result.outcome is Outcome.SUCCEEDED:
@@ -80,7 +69,7 @@ def decide(result: Result, routing_key: str) -> Verdict:
         return Verdict(Action.FAIL, result.reason, result.error)
     if routing_key == FINAL_KEY:
         return Verdict(Action.FAIL, "retries-exhausted", result.error)
-    if not is_plan_key(routing_key):
+    if not is_retry_key(routing_key):
         error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
         return Verdict(Action.FAIL, "invalid-retry-plan", error)
     return Verdict(Action.RETRY, result.reason, result.error)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AmqpDsn, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from topology.errors import SettingsError
+from topology.errors import Loc, SettingsError, validation_problems
 from topology.plan import MAX_DELAY_MS, RetryPlan
 
 ENV_PREFIX = "CRON_"
@@ -134,12 +134,12 @@ ModuleList = Annotated[list[str], NoDecode]
 def describe_errors(cls: type[BaseSettings], error: ValidationError) -> str:
     """Turn a validation error into lines naming each ``CRON_*`` variable, never its value."""
     prefix = str(cls.model_config.get("env_prefix", ""))
+
+    def variable(loc: Loc) -> str:
+        return f"{prefix}{str(loc[0]).upper()}" if loc else ""
+
     lines = ["invalid configuration:"]
-    for item in error.errors(include_input=False, include_url=False):
-        if item["loc"]:
-            lines.append(f"  {prefix}{str(item['loc'][0]).upper()}: {item['msg']}")
-        else:
-            lines.append(f"  {item['msg']}")
+    lines += [f"  {problem}" for problem in validation_problems(error, where=variable)]
     lines.append("fix the variables above (see .env.example) and start again")
     return "\n".join(lines)
 

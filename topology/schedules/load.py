@@ -29,9 +29,10 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from topology.envelope import Envelope
-from topology.errors import PlanError, ScheduleError
+from topology.errors import Loc, PlanError, ScheduleError, validation_problems
 from topology.plan import RetryPlan
 from topology.runtime.settings import CronSettings
 from topology.schedules.spec import RetrySpec, ScheduleSpec
@@ -260,19 +261,22 @@ def _label(raw: Any, index: int) -> str:
     return f"schedule {name!r} (#{index})" if isinstance(name, str) else f"schedule #{index}"
 
 
+def _where(loc: Loc) -> str:
+    # JsonValue errors carry the union branch ("dict", "list") in the location.
+    return ".".join(str(p) for p in loc if loc[0] != "payload" or p not in _JSON_TAGS)
+
+
+def _what(item: ErrorDetails) -> str:
+    message = item["msg"].removeprefix("Value error, ")
+    if item["type"] == "invalid-json-value":
+        message += " (TOML dates and times are not JSON: write them as strings)"
+    if item["type"] == "extra_forbidden":
+        message = f"unknown field; known fields: {', '.join(_known(item['loc']))}"
+    return message
+
+
 def _describe(error: ValidationError) -> list[str]:
-    lines = []
-    for item in error.errors(include_url=False, include_input=False):
-        # JsonValue errors carry the union branch ("dict", "list") in the location.
-        parts = [p for p in item["loc"] if item["loc"][0] != "payload" or p not in _JSON_TAGS]
-        where = ".".join(str(part) for part in parts)
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "invalid-json-value":
-            message += " (TOML dates and times are not JSON: write them as strings)"
-        if item["type"] == "extra_forbidden":
-            message = f"unknown field; known fields: {', '.join(_known(item['loc']))}"
-        lines.append(f"{where}: {message}" if where else message)
-    return lines
+    return validation_problems(error, where=_where, what=_what)
 
 
 def _known(loc: tuple[int | str, ...]) -> list[str]:

@@ -29,46 +29,23 @@ SAMPLES = 10
 MAX_BACKOFF_SECONDS = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class FailureEvent:
-    """One failed task, as an alert names it."""
+#: What an alert says of one failure: the error text stays out, as it may quote a response.
+ALERT_FIELDS = ("run_id", "schedule", "task", "attempts", "reason", "failed_at")
 
-    run_id: str | None
-    schedule: str | None
-    task: str | None
-    attempts: int
-    reason: str
-    failed_at: str | None
 
-    @classmethod
-    def from_record(cls, record: FailedRecord) -> FailureEvent:
-        """The alert fields of a failed-queue record."""
-        return cls(
-            run_id=record.run_id,
-            schedule=record.schedule,
-            task=record.task,
-            attempts=record.attempts,
-            reason=record.reason,
-            failed_at=record.failed_at.isoformat() if record.failed_at else None,
-        )
+def alert_fields(record: FailedRecord) -> dict[str, Any]:
+    """The fields of one failure in an alert's JSON."""
+    summary = record.summary()
+    return {name: summary[name] for name in ALERT_FIELDS}
 
-    def fields(self) -> dict[str, Any]:
-        """The fields as JSON."""
-        return {
-            "run_id": self.run_id,
-            "schedule": self.schedule,
-            "task": self.task,
-            "attempts": self.attempts,
-            "reason": self.reason,
-            "failed_at": self.failed_at,
-        }
 
-    def line(self) -> str:
-        """One sentence for people."""
-        return (
-            f"task {self.task or '?'} (schedule {self.schedule or '-'}, run {self.run_id or '?'}) "
-            f"failed: {self.reason} after {self.attempts} attempt(s) at {self.failed_at or '?'}"
-        )
+def alert_line(record: FailedRecord) -> str:
+    """One failure in one sentence, for people."""
+    run, schedule, task, attempts, reason, failed_at = alert_fields(record).values()
+    return (
+        f"task {task or '?'} (schedule {schedule or '-'}, run {run or '?'}) "
+        f"failed: {reason} after {attempts} attempt(s) at {failed_at or '?'}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +69,7 @@ class Digest:
     failures: int = 0
     by_reason: Counter[str] = field(default_factory=Counter)
     by_schedule: Counter[str] = field(default_factory=Counter)
-    samples: list[FailureEvent] = field(default_factory=list)
+    samples: list[FailedRecord] = field(default_factory=list)
     conditions: dict[str, Condition] = field(default_factory=dict)
     started: float | None = None
 
@@ -101,14 +78,14 @@ class Digest:
         """True when there is nothing to say."""
         return not self.failures and not self.conditions
 
-    def add_failure(self, event: FailureEvent, now: float) -> None:
+    def add_failure(self, record: FailedRecord, now: float) -> None:
         """Count one failure; keep it as a sample while there is room."""
         self.started = now if self.started is None else self.started
         self.failures += 1
-        self.by_reason[event.reason] += 1
-        self.by_schedule[event.schedule or "-"] += 1
+        self.by_reason[record.reason] += 1
+        self.by_schedule[record.schedule or "-"] += 1
         if len(self.samples) < SAMPLES:
-            self.samples.append(event)
+            self.samples.append(record)
 
     def add_condition(self, change: Condition, now: float) -> None:
         """Record a change; a firing and its recovery both unsent cancel out."""
@@ -121,9 +98,9 @@ class Digest:
 
     def absorb(self, newer: Digest) -> None:
         """Add what happened after this digest (which could not be sent) to it."""
-        for event in newer.samples:
+        for record in newer.samples:
             if len(self.samples) < SAMPLES:
-                self.samples.append(event)
+                self.samples.append(record)
         self.failures += newer.failures
         self.by_reason.update(newer.by_reason)
         self.by_schedule.update(newer.by_schedule)
@@ -137,26 +114,26 @@ class Digest:
             for c in self.conditions.values()
         ]
         if self.failures == 1:
-            lines.append(f"[{namespace}] {self.samples[0].line()}")
+            lines.append(f"[{namespace}] {alert_line(self.samples[0])}")
         elif self.failures > 1:
             reasons = ", ".join(f"{k} {n}" for k, n in self.by_reason.most_common())
             schedules = ", ".join(f"{k} {n}" for k, n in self.by_schedule.most_common(5))
             lines.append(
                 f"[{namespace}] {self.failures} tasks failed ({reasons}); schedules: {schedules}; "
-                f"first: {self.samples[0].line()}"
+                f"first: {alert_line(self.samples[0])}"
             )
         return "\n".join(lines)
 
     def body(self, namespace: str) -> dict[str, Any]:
         """The JSON posted to the webhook: the first failure's fields, counts and samples."""
-        body: dict[str, Any] = self.samples[0].fields() if self.samples else {}
+        body: dict[str, Any] = alert_fields(self.samples[0]) if self.samples else {}
         body.update(
             namespace=namespace,
             text=self.text(namespace),
             count=self.failures,
             by_reason=dict(self.by_reason),
             by_schedule=dict(self.by_schedule),
-            failures=[event.fields() for event in self.samples],
+            failures=[alert_fields(record) for record in self.samples],
             conditions=[change.fields() for change in self.conditions.values()],
         )
         return body
@@ -183,10 +160,10 @@ class AlertSender:
         self._last_sent = float("-inf")
         self._wake = asyncio.Event()
 
-    def failure(self, event: FailureEvent) -> None:
+    def failure(self, record: FailedRecord) -> None:
         """Queue a failure for the next alert; never waits."""
         if self.settings.webhook is not None:
-            self.pending.add_failure(event, self._clock())
+            self.pending.add_failure(record, self._clock())
             self._wake.set()
 
     def condition(self, change: Condition) -> None:

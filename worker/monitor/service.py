@@ -23,7 +23,7 @@ from topology.errors import BROKER_TROUBLE
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.records import FailedRecord, read_record
-from worker.monitor.alerts import AlertSender, Condition, FailureEvent
+from worker.monitor.alerts import AlertSender, Condition
 from worker.monitor.settings import MonitorSettings
 from worker.monitor.watch import QueueWatch
 
@@ -117,19 +117,9 @@ class Monitor:
         await message.ack()
 
     def _report_failure(self, record: FailedRecord) -> None:
-        log.error(
-            "task failed",
-            run_id=record.run_id,
-            schedule=record.schedule,
-            task=record.task,
-            attempts=record.attempts,
-            reason=record.reason,
-            failed_at=record.failed_at.isoformat() if record.failed_at else None,
-            error=record.error,
-            replays=record.replays,
-        )
+        log.error("task failed", **record.summary())
         assert self.sender is not None
-        self.sender.failure(FailureEvent.from_record(record))
+        self.sender.failure(record)
 
     async def _poll(self, connection: AbstractRobustConnection) -> None:
         while True:

@@ -19,23 +19,14 @@ from typing import Any
 from aio_pika.abc import AbstractConnection
 
 from topology.broker.inspect import counts, fingerprint, peek, plan_queues, retry_keys
-from topology.errors import PlanError
 from topology.names import Names
-from topology.plan import RetryPlan
+from topology.plan import RetryPlan, is_retry_key
 from topology.runtime.metrics import QUEUE_DEPTH
 from worker.monitor.alerts import Condition
 from worker.monitor.settings import MonitorSettings
 
-FAILED_KEY = "failed-queue"
-
-
-def _is_plan(key: str | None) -> bool:
-    if not key:
-        return False
-    try:
-        return not RetryPlan.from_key(key).spent
-    except PlanError:
-        return False
+#: Key of the condition "the failed queue holds more than its threshold".
+DEEP_FAILED_QUEUE = "failed-queue"
 
 
 class QueueWatch:
@@ -57,7 +48,7 @@ class QueueWatch:
     def learn(self, headers: Mapping[str, Any] | None, routing_key: str | None) -> None:
         """Add the plans a failed task went through to the retry queues watched."""
         self.plan_keys |= retry_keys(headers, self.names)
-        if _is_plan(routing_key):
+        if routing_key and is_retry_key(routing_key):
             self.plan_keys.add(str(routing_key))
 
     async def check(self, connection: AbstractConnection) -> list[Condition]:
@@ -83,7 +74,7 @@ class QueueWatch:
             f"failed queue {self.names.failed_queue} {state} {depth} message(s) "
             f"(threshold {threshold}); see scripts/failed.py list"
         )
-        return self._change(FAILED_KEY, depth > threshold, detail)
+        return self._change(DEEP_FAILED_QUEUE, depth > threshold, detail)
 
     def _head_age(self, queue: str, head: str | None) -> float:
         # How long this monitor has seen the same message at the head of ``queue``.
