@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect
 from topology.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from topology.durations import for_people
 from topology.errors import BrokerUnavailable, PlanError, SettingsError
 from topology.headers import H_ROUTING_KEY, text
 from topology.names import FINAL_KEY, Names
@@ -63,17 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def human_age(seconds: float | None) -> str:
     """``45s``, ``12m3s``, ``2h5m``, ``3d4h``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    total = int(seconds)
-    for size, unit, next_size, next_unit in (
-        (86400, "d", 3600, "h"),
-        (3600, "h", 60, "m"),
-        (60, "m", 1, "s"),
-    ):
-        if total >= size:
-            return f"{total // size}{unit}{total % size // next_size}{next_unit}"
-    return f"{total}s"
+    return "-" if seconds is None else for_people(int(seconds), parts=2)
 
 
 async def failed_plan_keys(connection: AbstractConnection, names: Names) -> set[str]:

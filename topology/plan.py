@@ -6,35 +6,30 @@ retry the message carries ``1m-2m``, and its last attempt carries ``final``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from topology.durations import key_spelling, parse_ms
 from topology.errors import PlanError
 from topology.names import FINAL_KEY
 
-_UNITS_MS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000))
-_STEP = re.compile(r"^(\d+)(ms|s|m|h)$")
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
 #: RabbitMQ limits a queue's x-message-ttl to 2^32 - 1 ms.
 MAX_DELAY_MS = 2**32 - 1
+_STEP_UNITS = ("ms", "s", "m", "h")
 
 
 def format_delay(ms: int) -> str:
-    """Spell a delay in the largest unit that divides it: 30000 -> ``30s``."""
-    for unit, size in _UNITS_MS:
-        if ms and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    """Spell a delay as a plan step: 30000 -> ``30s``."""
+    return key_spelling(ms)
 
 
 def parse_delay(step: str) -> int:
     """Read one plan step such as ``500ms`` or ``2m`` back into milliseconds."""
-    match = _STEP.match(step)
-    if match is None:
+    ms = parse_ms(step, _STEP_UNITS, compound=False)
+    if ms is None:
         raise PlanError(f"retry step {step!r} is not a delay like 500ms, 30s, 1m or 2h")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    return ms
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
+from topology.durations import parse_ms
 from topology.headers import as_utc
 from topology.records import FailedRecord
 
-_RELATIVE = re.compile(r"^(\d+)([smhd])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_AGE_UNITS = ("s", "m", "h", "d")
 
 
 def parse_since(value: str, now: datetime | None = None) -> datetime:
     """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time (UTC if bare)."""
-    match = _RELATIVE.match(value.strip())
-    if match:
-        seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    age_ms = parse_ms(value.strip(), _AGE_UNITS, compound=False)
+    if age_ms is not None:
+        return (now or datetime.now(UTC)) - timedelta(milliseconds=age_ms)
     parsed = as_utc(value.strip())
     if parsed is None:
         raise ValueError(

@@ -16,7 +16,6 @@ earlier fires were published, so a schedule never drifts.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -25,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from topology.durations import for_people, parse_ms
 from topology.errors import TimingError
 
 #: Anchor of intervals without ``start_at``: every scheduler computes the same fire times.
@@ -33,9 +33,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCAN_STEP = timedelta(hours=12)
 _TICK = timedelta(microseconds=1)
 _MAX_HOPS = 1000
-_INTERVAL = re.compile(r"^(?:\d+[dhms])+$")
-_INTERVAL_PART = re.compile(r"(\d+)([dhms])")
-_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_INTERVAL_UNITS = ("d", "h", "m", "s")
 MAX_INTERVAL = timedelta(days=366)
 
 
@@ -63,9 +61,10 @@ def load_zone(name: str) -> ZoneInfo:
 @lru_cache(maxsize=1024)  # validated, then resolved: each spelling is read once
 def parse_interval(text: str) -> timedelta:
     """Read ``30s``, ``5m``, ``1h30m`` or ``1d`` into a positive interval."""
-    if not _INTERVAL.match(text):
+    ms = parse_ms(text, _INTERVAL_UNITS)
+    if ms is None:
         raise TimingError(f"{text!r} is not an interval like 30s, 5m, 1h30m or 1d")
-    seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _INTERVAL_PART.findall(text))
+    seconds = ms // 1000
     if not 0 < seconds <= MAX_INTERVAL.total_seconds():
         raise TimingError(f"interval {text!r} must be between 1s and {MAX_INTERVAL.days}d")
     return timedelta(seconds=seconds)
@@ -73,17 +72,7 @@ def parse_interval(text: str) -> timedelta:
 
 def format_duration(seconds: float) -> str:
     """Spell a duration for people: ``3.5s``, ``1m30s``, ``2h``, ``1d2h``."""
-    if seconds < 60:
-        return f"{seconds:g}s"
-    parts = []
-    rest = seconds
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        count, rest = divmod(rest, size)
-        if count:
-            parts.append(f"{int(count)}{unit}")
-    if rest:
-        parts.append(f"{round(rest, 3):g}s")
-    return "".join(parts)
+    return for_people(seconds)
 
 
 @dataclass(frozen=True, slots=True)
