@@ -15,23 +15,18 @@ from scheduler.settings import SchedulerSettings
 from topology.envelope import utcnow
 from topology.errors import ScheduleError, SettingsError
 from topology.runtime.logs import configure_logging
-from topology.runtime.service import EXIT_OK, config_error, run_process, run_service
+from topology.runtime.service import EXIT_OK, config_error, process_parser, run_process, run_service
 from topology.runtime.settings import load_settings
 from topology.schedules.load import ScheduleSet, load_schedules
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: the rest is configured with CRON_* variables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m scheduler",
-        description="Publish each schedule's due fires to RabbitMQ. Several may run: one "
-        "leads, the others stand by. SIGHUP reloads the schedules file. Configure with "
-        "CRON_* environment variables (see .env.example).",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="validate settings and the schedules file, print each schedule's next fires and "
+    parser = process_parser(
+        "python -m scheduler",
+        "Publish each schedule's due fires to RabbitMQ. Several may run: one leads, the "
+        "others stand by. SIGHUP reloads the schedules file.",
+        check="validate settings and the schedules file, print each schedule's next fires and "
         "retry timeline, then exit (0 valid, 2 invalid)",
     )
     parser.add_argument(

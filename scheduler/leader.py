@@ -3,11 +3,8 @@
 The queue is declared on the very connection the leader publishes on, so the broker fences
 a leader by itself: when that connection dies the queue is deleted and a standby can take
 it, while nothing the old leader sends can arrive any more.
-
-The connection is a plain one, not aio-pika's robust kind: a robust connection reconnects
-and redeclares its queues behind our back, which would make a leader out of a process that
-does not know it lost the post. Here a lost connection ends the leadership, always, and the
-process has to run for it again.
+Its connection is a plain one (see ``topology.broker.exclusive``): a lost connection ends
+the leadership, always, and the process has to run for it again.
 """
 
 from __future__ import annotations
@@ -16,12 +13,10 @@ import asyncio
 import os
 import socket
 
-import aio_pika
 from aio_pika.abc import AbstractConnection
-from aiormq.exceptions import ChannelLockedResource
 
 from scheduler.settings import SchedulerSettings
-from topology.declare import queue_arguments
+from topology.broker.exclusive import plain_connection, try_exclusive
 from topology.names import Names
 
 
@@ -32,25 +27,13 @@ def identity() -> str:
 
 async def open_connection(settings: SchedulerSettings) -> AbstractConnection:
     """A plain (non-robust) connection with the scheduler's short heartbeat."""
-    return await aio_pika.connect(
-        settings.url,
-        client_properties={"connection_name": f"warren-scheduler {identity()}"},
-        heartbeat=settings.scheduler_heartbeat_seconds,
-        timeout=10,
-    )
+    name = f"warren-scheduler {identity()}"
+    return await plain_connection(settings, name, settings.scheduler_heartbeat_seconds)
 
 
 async def try_lead(connection: AbstractConnection, names: Names) -> bool:
     """Declare the exclusive leader queue; False when another connection holds it."""
-    channel = await connection.channel()
-    try:
-        # Exclusive queues cannot be quorum queues: this one is always classic.
-        await channel.declare_queue(
-            names.leader_queue, exclusive=True, arguments=queue_arguments("classic")
-        )
-    except ChannelLockedResource:
-        return False  # the broker closed this channel; the connection stays usable
-    return True
+    return await try_exclusive(connection, names.leader_queue) is not None
 
 
 def watch_connection(connection: AbstractConnection) -> asyncio.Event:

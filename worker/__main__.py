@@ -7,7 +7,14 @@ import sys
 
 from topology.errors import HandlerImportError, SettingsError
 from topology.runtime.logs import configure_logging
-from topology.runtime.service import Checks, config_error, config_ok, run_process, run_service
+from topology.runtime.service import (
+    Checks,
+    config_error,
+    config_ok,
+    process_parser,
+    run_process,
+    run_service,
+)
 from topology.runtime.settings import load_settings
 from worker.consumer import Worker
 from worker.registry import import_handler_modules
@@ -16,17 +23,11 @@ from worker.settings import WorkerSettings
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: everything else is configured with CRON_* variables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m worker",
-        description="Consume due tasks from RabbitMQ, run them, retry failures through "
-        "dead-letter queues. Configure with CRON_* environment variables (see .env.example).",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="validate settings and import handler modules, then exit",
-    )
-    return parser.parse_args(argv)
+    return process_parser(
+        "python -m worker",
+        "Consume due tasks from RabbitMQ, run them, retry failures through dead-letter queues.",
+        check="validate settings and import handler modules, then exit",
+    ).parse_args(argv)
 
 
 async def serve(settings: WorkerSettings) -> None:

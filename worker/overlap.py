@@ -23,9 +23,8 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aio_pika.exceptions import DeliveryError
-from aiormq.exceptions import ChannelLockedResource
 
-from topology.declare import queue_arguments
+from topology.broker.exclusive import plain_connection, try_exclusive
 from topology.envelope import Envelope
 from topology.errors import BROKER_TROUBLE
 from topology.names import Names
@@ -73,30 +72,13 @@ def _unavailable(queue: str, error: BaseException) -> Result:
 
 async def _connect(settings: CronSettings, queue: str) -> AbstractConnection:
     # A plain connection of its own: closing it is what releases the lock.
-    return await aio_pika.connect(
-        settings.url,
-        client_properties={"connection_name": f"warren-lock {queue}"},
-        heartbeat=settings.heartbeat_seconds,
-        timeout=10,
-    )
-
-
-async def try_lock(connection: AbstractConnection, queue: str) -> AbstractQueue | None:
-    """Declare the exclusive lock queue; None when another connection holds it."""
-    channel = await connection.channel()
-    try:
-        # Exclusive queues cannot be quorum queues: locks are always classic.
-        return await channel.declare_queue(
-            queue, exclusive=True, arguments=queue_arguments("classic")
-        )
-    except ChannelLockedResource:
-        return None
+    return await plain_connection(settings, f"warren-lock {queue}", settings.heartbeat_seconds)
 
 
 async def _acquire(
     connection: AbstractConnection, queue: str, envelope: Envelope, ctx: TaskContext
 ) -> AbstractQueue | None:
-    lock = await try_lock(connection, queue)
+    lock = await try_exclusive(connection, queue)
     if lock is not None or envelope.concurrency == "Forbid":
         return lock
     deadline = time.monotonic() + ctx.timeout_seconds / 2
@@ -106,7 +88,7 @@ async def _acquire(
             await send_cancel(connection, queue, envelope.run_id)
             next_cancel = time.monotonic() + CANCEL_EVERY_SECONDS
         await asyncio.sleep(RETRY_SECONDS)
-        if (lock := await try_lock(connection, queue)) is not None:
+        if (lock := await try_exclusive(connection, queue)) is not None:
             return lock
     ctx.log.warning("the running attempt did not give up the lock in time", lock=queue)
     return None

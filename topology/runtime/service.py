@@ -1,12 +1,14 @@
-"""What the long-running processes' entry points share: exit codes, start-up errors, signals.
+"""What the long-running processes' entry points share: command line, exit codes, start-up
+errors, signals.
 
-``python -m worker``, ``python -m scheduler`` and ``python -m worker.monitor`` each parse their
-own command line and load their own settings, then hand the service to ``run_service`` inside
-``run_process``.
+``python -m worker``, ``python -m scheduler`` and ``python -m worker.monitor`` each build their
+command line with ``process_parser`` and load their own settings, then hand the service to
+``run_service`` inside ``run_process``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import sys
@@ -36,6 +38,17 @@ class Service(Protocol):
 
     def stop(self) -> None:
         """Ask ``run`` to return, gracefully."""
+
+
+def process_parser(prog: str, description: str, check: str) -> argparse.ArgumentParser:
+    """A process's command line: ``--check`` (its ``check`` help), the rest is CRON_* variables."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=f"{description} Configure with CRON_* environment variables "
+        "(see .env.example).",
+    )
+    parser.add_argument("--check", action="store_true", help=check)
+    return parser
 
 
 def config_error(name: str, error: Exception) -> int:

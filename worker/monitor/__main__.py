@@ -10,7 +10,13 @@ import structlog
 from topology.errors import ScheduleError, SettingsError
 from topology.plan import RetryPlan
 from topology.runtime.logs import configure_logging
-from topology.runtime.service import config_error, config_ok, run_process, run_service
+from topology.runtime.service import (
+    config_error,
+    config_ok,
+    process_parser,
+    run_process,
+    run_service,
+)
 from topology.runtime.settings import load_settings
 from topology.schedules.load import schedule_plans
 from worker.monitor.service import Monitor
@@ -21,14 +27,12 @@ log = structlog.get_logger("monitor")
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: everything else is configured with CRON_* variables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m worker.monitor",
-        description="Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped "
-        "and rate limited; alert on a deep failed queue and on stalled retry queues. "
-        "Configure with CRON_* environment variables (see .env.example).",
-    )
-    parser.add_argument("--check", action="store_true", help="validate settings, then exit")
-    return parser.parse_args(argv)
+    return process_parser(
+        "python -m worker.monitor",
+        "Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped and rate "
+        "limited; alert on a deep failed queue and on stalled retry queues.",
+        check="validate settings, then exit",
+    ).parse_args(argv)
 
 
 def retry_plans(settings: MonitorSettings) -> list[RetryPlan]:

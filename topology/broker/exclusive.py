@@ -1,0 +1,39 @@
+"""Exclusive queues as locks: the scheduler's leadership and the overlap policy's run locks.
+
+Only one connection can declare an exclusive queue; another one gets ``RESOURCE_LOCKED``, and
+the broker deletes the queue when its connection closes, so a crashed holder frees the lock
+on any host. The holder's connection is a plain one, never aio-pika's robust kind: a robust
+connection would reconnect and declare the queue again behind the holder's back, making it
+hold a lock it does not know it lost and won again.
+"""
+
+from __future__ import annotations
+
+import aio_pika
+from aio_pika.abc import AbstractConnection, AbstractQueue
+from aiormq.exceptions import ChannelLockedResource
+
+from topology.declare import queue_arguments
+from topology.runtime.settings import CronSettings
+
+
+async def plain_connection(settings: CronSettings, name: str, heartbeat: int) -> AbstractConnection:
+    """A connection that is lost for good when it drops: closing it releases its locks."""
+    return await aio_pika.connect(
+        settings.url,
+        client_properties={"connection_name": name},
+        heartbeat=heartbeat,
+        timeout=10,
+    )
+
+
+async def try_exclusive(connection: AbstractConnection, name: str) -> AbstractQueue | None:
+    """Declare the exclusive queue ``name``; None when another connection holds it."""
+    channel = await connection.channel()
+    try:
+        # Exclusive queues cannot be quorum queues: locks are always classic.
+        return await channel.declare_queue(
+            name, exclusive=True, arguments=queue_arguments("classic")
+        )
+    except ChannelLockedResource:
+        return None  # the broker closed this channel; the connection stays usable
