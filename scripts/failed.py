@@ -13,9 +13,9 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from _cli import (
@@ -30,6 +30,7 @@ from _cli import (
 )
 from _failed_args import build_parser, selection
 from _failed_view import full, table
+from aio_pika.abc import AbstractRobustConnection
 
 from topology.broker.connect import connect
 from topology.broker.inspect import counts
@@ -51,6 +52,7 @@ from topology.records import FailedRecord
 from topology.runtime.settings import CronSettings, load_settings
 from topology.schedules.load import schedule_plans
 
+T = TypeVar("T")
 Command = Callable[[CronSettings, argparse.Namespace], Coroutine[Any, Any, int]]
 
 
@@ -101,8 +103,10 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
 
 
 async def _with_connection(
-    settings: CronSettings, work: Callable[..., Any], declare: bool = False
-) -> Any:
+    settings: CronSettings,
+    work: Callable[[AbstractRobustConnection, Names], Awaitable[T]],
+    declare: bool = False,
+) -> T:
     # Commands that only look (or remove) never create queues: a mistyped CRON_NAMESPACE
     # is an error, not a new empty namespace.
     connection = await connect(settings, "warren-failed-script")
@@ -120,14 +124,23 @@ async def _with_connection(
         return await work(connection, names)
 
 
+async def _read_matching(
+    settings: CronSettings, args: argparse.Namespace, doing: str
+) -> list[FailedRecord]:
+    """The records the filters select (at most ``--limit``), read with a progress bar."""
+    bar = ProgressBar(doing)
+    try:
+        return await _with_connection(
+            settings,
+            lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
+        )
+    finally:
+        bar.close()
+
+
 async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
     """Print the matching records as a table or JSON."""
-    bar = ProgressBar("reading")
-    records = await _with_connection(
-        settings,
-        lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
-    )
-    bar.close()
+    records = await _read_matching(settings, args, "reading")
     if args.json:
         print(orjson.dumps([r.summary() for r in records], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -153,12 +166,7 @@ async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
 
 async def cmd_export(settings: CronSettings, args: argparse.Namespace) -> int:
     """Write the matching records as JSON Lines; the queue keeps them."""
-    bar = ProgressBar("exporting")
-    records = await _with_connection(
-        settings,
-        lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
-    )
-    bar.close()
+    records = await _read_matching(settings, args, "exporting")
     write_jsonl(args.out, records)
     print(f"exported {len(records)} record(s) to {args.out}", file=sys.stderr)
     return EXIT_OK
