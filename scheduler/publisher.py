@@ -22,7 +22,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from scheduler.batch import Outgoing, Sent, publish_batch
-from topology.declare import PlanDeclarer, QueueType, declare_topology
+from topology.declare import PlanDeclarer, QueueSettings, declare_topology
 from topology.errors import BROKER_TROUBLE, TopologyError
 from topology.headers import H_RUN_ID, H_SCHEDULE
 from topology.names import Names
@@ -72,10 +72,12 @@ def fire_message(schedule: Schedule, fire: datetime, exchange: str) -> Outgoing:
 class FirePublisher:
     """Publishes fires on the leader's own connection, the only one it may publish on."""
 
-    def __init__(self, connection: AbstractConnection, names: Names, queue_type: QueueType) -> None:
+    def __init__(
+        self, connection: AbstractConnection, names: Names, settings: QueueSettings
+    ) -> None:
         self._connection = connection
         self._names = names
-        self._queue_type = queue_type
+        self._settings = settings
         self._plans: PlanDeclarer | None = None
         self._counters: dict[str, Any] = {}
         self._lag = FIRE_LAG.labels(stage="publish")
@@ -84,8 +86,8 @@ class FirePublisher:
     async def open(self) -> AbstractChannel:
         """Open a confirming channel and declare the topology; returns the channel."""
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        await declare_topology(channel, self._names, self._queue_type, 10)
-        self._plans = PlanDeclarer(channel, self._names, self._queue_type)
+        await declare_topology(channel, self._names, self._settings)
+        self._plans = PlanDeclarer(channel, self._names, self._settings.queue_type)
         self.channel = channel
         return channel
 

@@ -185,7 +185,7 @@ class Scheduler:
         loop.result()
 
     async def _fire_loop(self, connection: AbstractConnection) -> None:
-        publisher = FirePublisher(connection, self.names, self.settings.queue_type)
+        publisher = FirePublisher(connection, self.names, self.settings)
         watermark = Watermark(await publisher.open(), self.names, self.settings.queue_type)
         await watermark.declare()
         cursor = await self._start_cursor(watermark)

@@ -65,9 +65,7 @@ async def enqueue(settings: CronSettings, envelope: Envelope, plan: RetryPlan) -
     connection = await connect(settings, "warren-enqueue")
     async with connection:
         channel = await publish_channel(connection)
-        topology = await declare_topology(
-            channel, names, settings.queue_type, settings.delivery_limit
-        )
+        topology = await declare_topology(channel, names, settings)
         publisher = TaskPublisher(channel, topology.tasks, names, settings.queue_type)
         await publisher.publish(envelope, plan)
 

@@ -114,7 +114,7 @@ async def _with_connection(
     async with connection:
         if declare:
             channel = await connection.channel()
-            await declare_topology(channel, names, settings.queue_type, settings.delivery_limit)
+            await declare_topology(channel, names, settings)
             await channel.close()
         elif await counts(connection, names.failed_queue) is None:
             raise UsageError(

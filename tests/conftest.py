@@ -96,7 +96,7 @@ class TestBroker:
 
     async def declare(self) -> Topology:
         """Declare the namespace's topology."""
-        return await declare_topology(await self.channel(), self.names, self.queue_type, 10)
+        return await declare_topology(await self.channel(), self.names, self.settings())
 
     async def depth(self, queue: str) -> int:
         """Number of ready messages in ``queue``."""

@@ -160,3 +160,19 @@ async def test_sighup_reloads_the_schedules_file(
         while not await fire_times(broker, "tock"):
             await asyncio.sleep(0.05)
     assert await process.stop() == 0
+
+
+async def test_every_process_declares_quorum_queues_with_the_delivery_limit_it_was_given(
+    broker: TestBroker, spawn: Spawner, tmp_path: Path
+) -> None:
+    """Scheduler first, then worker and monitor, all with CRON_DELIVERY_LIMIT=5: all run."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, TICK)
+    env = scheduler_env(broker, path) | {"CRON_QUEUE_TYPE": "quorum", "CRON_DELIVERY_LIMIT": "5"}
+    scheduler = await spawn(["-m", "scheduler"], env)
+    await scheduler.wait_event("fire published")
+    worker = await spawn(["-m", "worker"], env)
+    monitor = await spawn(["-m", "worker.monitor"], env)
+    await monitor.wait_event("monitor started")
+    await worker.wait_event("attempt", 2)
+    assert [await p.stop() for p in (scheduler, worker, monitor)] == [0, 0, 0]

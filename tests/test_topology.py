@@ -81,4 +81,4 @@ async def test_changing_the_queue_type_is_a_clear_error(broker: TestBroker) -> N
     await broker.declare()
     channel = await broker.channel()
     with pytest.raises(TopologyError, match="CRON_QUEUE_TYPE"):
-        await declare_topology(channel, broker.names, "quorum", 10)
+        await declare_topology(channel, broker.names, broker.settings(queue_type="quorum"))

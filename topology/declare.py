@@ -8,7 +8,7 @@ never conflicts: a new plan simply makes new queues and old messages finish on o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
@@ -19,6 +19,23 @@ from topology.names import FAILED_KEY, FINAL_KEY, Names
 from topology.plan import RetryPlan
 
 QueueType = Literal["classic", "quorum"]
+
+
+class QueueSettings(Protocol):
+    """What queues are declared with: always the settings of the process that declares them.
+
+    Quorum queues refuse a second declaration with other arguments, so a value written here
+    instead (a literal delivery limit, say) would stop every process started with another.
+    """
+
+    @property
+    def queue_type(self) -> QueueType:
+        """classic or quorum (``CRON_QUEUE_TYPE``)."""
+
+    @property
+    def delivery_limit(self) -> int:
+        """The main queue's quorum delivery limit (``CRON_DELIVERY_LIMIT``)."""
+
 
 #: Delivery limit of the queues that ops tools and the monitor read without consuming (failed,
 #: monitor, retry). Reading them is ``basic.get`` then a return, and on quorum queues every
@@ -80,8 +97,8 @@ async def _queue(channel: AbstractChannel, name: str, args: dict[str, Any]) -> A
     except ChannelPreconditionFailed as error:
         raise TopologyError(
             f"queue {name!r} exists with other arguments than {args} ({error}); "
-            "it was probably made with another CRON_QUEUE_TYPE: keep the old setting, "
-            "or drain and delete the queue before changing it"
+            "it was probably made with another CRON_QUEUE_TYPE or CRON_DELIVERY_LIMIT: keep "
+            "the old settings, or drain and delete the queue before changing them"
         ) from None
 
 
@@ -102,12 +119,13 @@ async def _exchanges(channel: AbstractChannel, names: Names) -> tuple[AbstractEx
 
 
 async def declare_topology(
-    channel: AbstractChannel, names: Names, queue_type: QueueType, delivery_limit: int
+    channel: AbstractChannel, names: Names, settings: QueueSettings
 ) -> Topology:
     """Declare exchanges, the main, failed and monitor queues and their bindings."""
     unrouted, tasks, dlx = await _exchanges(channel, names)
+    queue_type = settings.queue_type
     main_args = queue_arguments(
-        queue_type, dead_letter_exchange=names.dlx, delivery_limit=delivery_limit
+        queue_type, dead_letter_exchange=names.dlx, delivery_limit=settings.delivery_limit
     )
     main = await _queue(channel, names.main_queue, main_args)
     await main.bind(tasks, "#")

@@ -113,7 +113,7 @@ class Worker:
 
     async def _declare(self, channel: AbstractChannel) -> None:
         settings = self.settings
-        await declare_topology(channel, self.names, settings.queue_type, settings.delivery_limit)
+        await declare_topology(channel, self.names, settings)
 
     async def _redeclare(self) -> None:
         # On a channel of its own: a conflicting declaration closes the channel it ran on.

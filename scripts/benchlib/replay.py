@@ -21,7 +21,7 @@ from typing import Any
 
 import aio_pika
 
-from benchlib.common import ROOT, Bench, Run, cron_env, print_table
+from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table
 from benchlib.scheduling import PLAN, PLAN_ENV
 from topology.declare import declare_topology
 from topology.envelope import CONTENT_TYPE, Envelope, utcnow
@@ -37,7 +37,7 @@ async def fill_failed(bench: Bench, count: int) -> None:
     connection = await aio_pika.connect(bench.url)
     async with connection:
         channel = await connection.channel(publisher_confirms=True)
-        topology = await declare_topology(channel, bench.names, "classic", 10)
+        topology = await declare_topology(channel, bench.names, DEFAULTS)
         failure = Failure("retries-exhausted", "RuntimeError: failed on purpose", 2)
         now = utcnow()
         for start in range(0, count, 500):

@@ -11,7 +11,7 @@ from typing import Any
 import aio_pika
 import orjson
 
-from benchlib.common import ROOT, Bench, LineCounter, cron_env, reap, wait_until
+from benchlib.common import DEFAULTS, ROOT, Bench, LineCounter, cron_env, reap, wait_until
 from topology.declare import declare_topology
 from topology.plan import RetryPlan
 
@@ -90,6 +90,6 @@ async def reset(bench: Bench) -> None:
     connection = await aio_pika.connect(bench.url)
     async with connection:
         channel = await connection.channel()
-        topology = await declare_topology(channel, bench.names, "classic", 10)
+        topology = await declare_topology(channel, bench.names, DEFAULTS)
         await topology.main.purge()
         await channel.queue_delete(bench.names.watermark_queue)

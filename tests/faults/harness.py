@@ -95,7 +95,7 @@ class Scenario:
         """Declare the topology and the plan, and make the declarations crash-proof."""
         self.broker.plan_keys.update(step.key for step in self.plan.suffixes())
         channel = await self.broker.channel()
-        await declare_topology(channel, self.names, self.queue_type, self.delivery_limit)
+        await declare_topology(channel, self.names, self)
         await PlanDeclarer(channel, self.names, self.queue_type).declare(self.plan)
         await channel.close()
         await self.sync_metadata()

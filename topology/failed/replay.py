@@ -193,9 +193,7 @@ class Replayer:
     ) -> tuple[AbstractExchange, PlanDeclarer]:
         channel = await publish_channel(connection)
         settings = self.settings
-        topology = await declare_topology(
-            channel, self.names, settings.queue_type, settings.delivery_limit
-        )
+        topology = await declare_topology(channel, self.names, settings)
         return topology.tasks, PlanDeclarer(channel, self.names, settings.queue_type)
 
     async def _one(

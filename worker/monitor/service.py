@@ -77,9 +77,7 @@ class Monitor:
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=PREFETCH)
         settings = self.settings
-        topology = await declare_topology(
-            channel, self.names, settings.queue_type, settings.delivery_limit
-        )
+        topology = await declare_topology(channel, self.names, settings)
         tag = await topology.monitor.consume(self._on_message)
         background = [
             asyncio.create_task(sender.run()),
