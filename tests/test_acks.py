@@ -140,9 +140,9 @@ async def test_out_of_order_finishes_and_retries_each_end_once_on_a_real_broker(
     for env in envs:
         await publish(broker, env, plan(50))
     await broker.wait_until(lambda: len(successes) == len(envs), timeout=30)
-    await asyncio.sleep(0.5)  # a doubled ack closes the channel: tasks would run again
+    await worker.join()  # a doubled ack would close the channel: tasks would run again
     worker.stop()  # a delivery never acked goes back to the queue when the worker leaves
-    await broker.wait_until(lambda: not worker.connected(), timeout=30)
+    await asyncio.wait_for(worker.stopped.wait(), 30)
     assert set(successes.values()) == {1}
     assert await broker.depth(broker.names.main_queue) == 0
     assert await broker.depth(broker.names.failed_queue) == 0

@@ -166,13 +166,13 @@ async def test_forbid_runs_one_after_another_once_the_lock_is_released(
     recorder = Recorder()
     registry = Registry()
     registry.register("hold", recorder)
-    await run_worker(registry)
+    worker = await run_worker(registry)
     for _ in range(2):
         await publish(broker, run("Forbid", 0), plan(60_000))
         await recorder.wait_calls(len(recorder.calls) + 1)
         # The handler was called; the lock goes back only once the attempt has ended.
         await wait_lock_released(broker, "report")
-    await asyncio.sleep(0.3)
+    await worker.join()
     assert len(recorder.calls) == 2
     await assert_nothing_left(broker)
 

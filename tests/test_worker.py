@@ -26,11 +26,11 @@ async def failed_records(broker: TestBroker, count: int, timeout: float = 10) ->
 async def test_a_successful_task_is_acked_once(broker: TestBroker, run_worker: Any) -> None:
     """A handler that returns acks the message: it runs once and nothing is left."""
     recorder = Recorder()
-    await run_worker(registry(job=recorder))
+    worker = await run_worker(registry(job=recorder))
     env = envelope("job", {"n": 1}, schedule="every-minute")
     await publish(broker, env, plan(200))
     await recorder.wait_calls(1)
-    await asyncio.sleep(0.3)
+    await worker.join()
     ctx = recorder.calls[0][1]
     assert (len(recorder.calls), ctx.run_id, ctx.attempt, ctx.schedule) == (
         1,
@@ -77,13 +77,28 @@ async def test_failed_record_keeps_the_whole_broker_history(
     assert rejections({"x-death": record.headers["cron-x-death"]}, names.main_queue) == 3
 
 
+async def test_join_returns_once_every_task_of_the_main_queue_has_run_and_been_acked(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """``Worker.join`` waits out the queue, one slow task at a time, then its acks."""
+    recorder = Recorder(sleep=0.02)
+    for _ in range(20):
+        await publish(broker, envelope("job"), plan(200))
+    worker = await run_worker(registry(job=recorder), prefetch=1)
+    await worker.join()
+    assert recorder.finished == 20
+    worker.stop()
+    await asyncio.wait_for(worker.stopped.wait(), 10)
+    assert await broker.depth(broker.names.main_queue) == 0
+
+
 async def test_a_task_that_recovers_stops_retrying(broker: TestBroker, run_worker: Any) -> None:
     """Two failures then success: three attempts, nothing in the failed queue."""
     recorder = Recorder(failures=2)
-    await run_worker(registry(job=recorder))
+    worker = await run_worker(registry(job=recorder))
     await publish(broker, envelope("job"), plan(50, 50, 50))
     await recorder.wait_calls(3)
-    await asyncio.sleep(0.5)
+    await worker.join()
     assert len(recorder.calls) == 3
     assert await broker.depth(broker.names.failed_queue) == 0
 
@@ -192,7 +207,7 @@ async def test_shutdown_mid_task_spends_no_retry(broker: TestBroker, run_worker:
     await publish(broker, envelope("job"), plan(5000))
     await first.wait_calls(1)
     worker.stop()
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(worker.stopped.wait(), 10)
     assert await broker.depth(broker.names.main_queue) == 1
     second = Recorder()
     await run_worker(registry(job=second))
@@ -211,7 +226,7 @@ async def test_shutdown_lets_running_attempts_finish_within_the_grace(
     await publish(broker, envelope("job"), plan(5000))
     await recorder.wait_calls(1)
     worker.stop()
-    await asyncio.sleep(1.5)  # the attempt ends after 0.5 s, then the worker closes
+    await asyncio.wait_for(worker.stopped.wait(), 10)
     assert recorder.finished == 1
     assert await broker.depth(broker.names.main_queue) == 0
     assert await broker.depth(broker.names.failed_queue) == 0
@@ -231,11 +246,11 @@ async def test_messages_in_retry_queues_survive_a_plan_change(
         assert message is not None
         await message.reject(requeue=False)  # now waiting in the 1500 ms retry queue
     recorder = Recorder()
-    await run_worker(registry(job=recorder), retry_delay_ms=100, max_retries=1)
+    worker = await run_worker(registry(job=recorder), retry_delay_ms=100, max_retries=1)
     new = envelope("job")
     await publish(broker, new, plan(100))
     await recorder.wait_calls(6, timeout=10)
-    await asyncio.sleep(0.5)
+    await worker.join()
     seen = sorted(ctx.run_id for _, ctx in recorder.calls)
     assert seen == sorted([e.run_id for e in old] + [new.run_id])
     assert {ctx.attempt for _, ctx in recorder.calls if ctx.run_id != new.run_id} == {2}

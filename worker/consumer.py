@@ -35,6 +35,8 @@ from worker.settings import WorkerSettings
 from worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
+#: While the main queue still holds ready messages, ``join`` looks again this often.
+JOIN_POLL_SECONDS = 0.02
 _LEVELS = {
     Action.ACK: "info",
     Action.RETRY: "warning",
@@ -51,6 +53,8 @@ class Worker:
         self.settings = settings
         self.names = Names(settings.namespace)
         self.ready = asyncio.Event()
+        #: Set when ``run`` has returned: every attempt settled or handed back, connections closed.
+        self.stopped = asyncio.Event()
         self._extra = registry or Registry()
         self._registry = Registry()
         self._settler: Settler | None = None
@@ -58,6 +62,9 @@ class Worker:
         self._stop = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
         self._settling: set[asyncio.Task[object]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._channel: AbstractChannel | None = None
         self._metrics = WorkerMetrics(settings.metrics_port != 0)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
@@ -74,8 +81,32 @@ class Worker:
         """Ask the worker to stop taking tasks and shut down gracefully."""
         self._stop.set()
 
+    async def join(self) -> None:
+        """Wait until nothing is left to do: the main queue holds nothing ready, and every
+        delivery this worker took has run, been settled and its ack sent (dramatiq's ``join``).
+
+        Messages waiting in retry queues are not counted: they are the broker's, not yet due.
+        """
+        while True:
+            await self._idle.wait()
+            assert self._subscription is not None and self._channel is not None
+            await self._subscription.flush_acks()
+            # Asked on the consuming channel: the answer comes after any delivery the queue
+            # sent before it, so a delivery on its way has cleared ``_idle`` by then.
+            underlay = await self._channel.get_underlay_channel()
+            declared = await underlay.queue_declare(self.names.main_queue, passive=True)
+            if not declared.message_count and self._idle.is_set():
+                return
+            await asyncio.sleep(JOIN_POLL_SECONDS)
+
     async def run(self) -> None:
         """Connect, declare, consume until stopped, then drain and close."""
+        try:
+            await self._run()
+        finally:
+            self.stopped.set()
+
+    async def _run(self) -> None:
         async with AsyncExitStack() as stack:
             subscription = await self._start(stack)
             await subscription.start(self._redeclare)
@@ -106,6 +137,7 @@ class Worker:
         channel = await consume_conn.channel()
         await channel.set_qos(prefetch_count=self.settings.prefetch)
         await self._declare(channel)
+        self._channel = channel
         publisher = await publish_channel(publish_conn)
         self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
@@ -140,6 +172,7 @@ class Worker:
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
+        self._idle.clear()
         mark, settled = UNMARKED, False
         try:
             started = time.monotonic()
@@ -156,6 +189,8 @@ class Worker:
             await self._crashes.leave(mark, settled)
             self._running.discard(task)
             self._settling.discard(task)
+            if not self._running and not self._settling:
+                self._idle.set()
 
     async def _checked_attempt(
         self, message: Delivery, attempt: int, mark: Mark
