@@ -9,14 +9,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import orjson
 
 from tests.conftest import TestBroker
 from tests.helpers import envelope
-from topology.envelope import CONTENT_TYPE, Envelope
+from topology.envelope import Envelope
 from topology.names import FAILED_KEY
-from topology.records import Failure, failure_headers
+from topology.records import Failure, envelope_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,14 +38,8 @@ async def put_failed(
     for n in range(count):
         env = envelope(task, {"n": n}, schedule=schedule)
         failure = Failure(reason, f"RuntimeError: failure {n}", attempts)
-        message = aio_pika.Message(
-            env.encode(),
-            headers=failure_headers(env.headers(), "final", failure, failed_at),
-            message_id=env.run_id,
-            content_type=CONTENT_TYPE,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
-        await dlx.publish(message, FAILED_KEY, mandatory=True)
+        record = envelope_record(env, failure, failed_at)
+        await dlx.publish(record, FAILED_KEY, mandatory=True)
         envelopes.append(env)
     await channel.close()
     return envelopes

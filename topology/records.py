@@ -23,7 +23,7 @@ import orjson
 from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
-from topology.envelope import utcnow
+from topology.envelope import Envelope, utcnow
 from topology.headers import (
     H_ATTEMPTS,
     H_ERROR,
@@ -40,6 +40,7 @@ from topology.headers import (
     x_death,
 )
 from topology.names import FINAL_KEY
+from topology.publish import task_message
 
 ERROR_CHARS = 1000
 #: Headers a failure record adds; a replay moves them into ``cron-history``.
@@ -130,9 +131,21 @@ class Received(Protocol):
     def properties(self) -> Basic.Properties: ...  # noqa: D102
 
 
-def failure_record(message: Received, failure: Failure) -> aio_pika.Message:
+def failure_record(
+    message: Received, failure: Failure, now: datetime | None = None
+) -> aio_pika.Message:
     """The message published to the failed queue for ``message``."""
-    headers = failure_headers(message.headers, message.routing_key, failure)
+    headers = failure_headers(message.headers, message.routing_key, failure, now)
+    return persistent_message(message.body, headers, kept_properties(message.properties))
+
+
+def envelope_record(
+    envelope: Envelope, failure: Failure, now: datetime | None = None
+) -> aio_pika.Message:
+    """The record of a task the scheduler published (``task_message``) whose plan ran out:
+    what the worker writes, for benchmarks and tests that fill a failed queue."""
+    message = task_message(envelope)
+    headers = failure_headers(message.headers, FINAL_KEY, failure, now)
     return persistent_message(message.body, headers, kept_properties(message.properties))
 
 

@@ -24,9 +24,9 @@ import aio_pika
 from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table
 from benchlib.scheduling import PLAN, PLAN_ENV
 from topology.declare import declare_topology
-from topology.envelope import CONTENT_TYPE, Envelope, utcnow
+from topology.envelope import Envelope, utcnow
 from topology.names import FAILED_KEY, Names
-from topology.records import Failure, failure_headers
+from topology.records import Failure, envelope_record
 
 #: The loop runs as ``python -m benchlib.replay``: it needs scripts/ and the project root.
 SEARCH_PATH = os.pathsep.join((str(ROOT / "scripts"), str(ROOT)))
@@ -44,14 +44,8 @@ async def fill_failed(bench: Bench, count: int) -> None:
             records = []
             for i in range(start, min(start + 500, count)):
                 envelope = Envelope(task="noop", run_id=f"f{i}", schedule="s", scheduled_for=now)
-                message = aio_pika.Message(
-                    envelope.encode(),
-                    headers=failure_headers(envelope.headers(), "final", failure, now),
-                    message_id=envelope.run_id,
-                    content_type=CONTENT_TYPE,
-                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                )
-                records.append(topology.dlx.publish(message, FAILED_KEY, mandatory=True))
+                record = envelope_record(envelope, failure, now)
+                records.append(topology.dlx.publish(record, FAILED_KEY, mandatory=True))
             await asyncio.gather(*records)
         # The monitor's copies are not what is measured.
         await topology.monitor.purge()
