@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -147,14 +146,15 @@ async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
     await broker.wait_depth(retry, 1)
     offset = [0.0]
     with serve(Endpoint()) as endpoint:
-        await run_monitor(
+        monitor = await run_monitor(
             clock=lambda: time.monotonic() + offset[0],
             alert_webhook_url=endpoint.url,
             monitor_interval_seconds=0.1,
             max_retries=1,
             retry_delay_ms=60_000,
         )
-        await asyncio.sleep(0.5)  # a few polls see the head at its real age
+        # A few checks see the head at its real age.
+        await broker.wait_until(lambda: monitor.checks >= 3)
         assert _conditions(endpoint, f"stalled:{retry}") == []
         offset[0] = 3600.0
         await broker.wait_until(lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing"])

@@ -46,6 +46,8 @@ class Monitor:
         self.settings = settings
         self.names = Names(settings.namespace)
         self.ready = asyncio.Event()
+        #: Queue checks completed: a test or a health probe sees the watch advance.
+        self.checks = 0
         self.watch = QueueWatch(settings, [settings.default_plan(), *plans], clock)
         self.sender: AlertSender | None = None
         self._retry_base = retry_base_seconds
@@ -124,6 +126,7 @@ class Monitor:
             try:
                 for change in await self.watch.check(connection):
                     self._report_condition(change)
+                self.checks += 1
             except BROKER_TROUBLE as error:
                 log.warning("queue check failed; trying again next interval", error=repr(error))
             await asyncio.sleep(self.settings.monitor_interval_seconds)
