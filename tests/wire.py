@@ -42,7 +42,7 @@ def incoming(message: aio_pika.Message, routing_key: str) -> aio_pika.IncomingMe
 
 def death(
     queue: str,
-    reason: str,
+    reason: str | bytes,
     count: int = 1,
     *,
     time: datetime = T0,
