@@ -10,27 +10,16 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-import aio_pika
 import orjson
 import pytest
 
-from tests.wire import T0, death, incoming
-from topology.envelope import CONTENT_TYPE, Envelope
+from tests.wire import MAIN, T0, death, incoming, task_message
 from topology.records import FailedRecord, derived_reason, read_record, record_from
-
-MAIN = "cron_scheduler"
-ENVELOPE = Envelope(task="report", run_id="nightly@1", schedule="nightly", scheduled_for=T0)
 
 
 def dead_lettered(routing_key: str, *history: dict[str, Any]) -> FailedRecord:
     """The record read from a task message the broker moved to the failed queue by itself."""
-    message = aio_pika.Message(
-        ENVELOPE.encode(),
-        headers={**ENVELOPE.headers(), "x-death": list(history)},
-        message_id=ENVELOPE.run_id,
-        content_type=CONTENT_TYPE,
-    )
-    return read_record(incoming(message, routing_key), MAIN)
+    return read_record(incoming(task_message(**{"x-death": list(history)}), routing_key), MAIN)
 
 
 @pytest.mark.parametrize(

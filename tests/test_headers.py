@@ -9,10 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.wire import T0, death
+from tests.wire import MAIN, T0, death
 from topology.headers import as_utc, attempt_number, jsonable, rejections, text, x_death
-
-MAIN = "cron_scheduler"
 
 
 @pytest.mark.parametrize(

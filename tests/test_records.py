@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import aio_pika
 import orjson
-from aiormq.abc import AbstractChannel
 from pamqp.commands import Basic
 
-from tests.wire import T0, death, delivered, incoming
-from topology.envelope import CONTENT_TYPE, Envelope
+from tests.wire import ENVELOPE, MAIN, T0, death, incoming, task_message, worker_delivery
+from topology.envelope import CONTENT_TYPE
 from topology.headers import H_REASON
 from topology.names import FAILED_KEY
 from topology.records import (
@@ -24,34 +23,12 @@ from topology.records import (
     read_record,
     record_from,
 )
-from worker.acks import Acks
-from worker.delivery import Delivery
 
-MAIN = "cron_scheduler"
-ENVELOPE = Envelope(task="report", run_id="nightly@1", schedule="nightly", scheduled_for=T0)
 #: The broker's history of a task that failed its plan of one retry.
 HISTORY = [
     death("cron_scheduler_retry.1s", "expired", time=T0 - timedelta(seconds=1)),
     death(MAIN, "rejected", 2, time=T0 - timedelta(seconds=2)),
 ]
-
-
-def task_message(**headers: Any) -> aio_pika.Message:
-    """The task message of ``ENVELOPE`` as the scheduler publishes it, with extra headers."""
-    return aio_pika.Message(
-        ENVELOPE.encode(),
-        headers={**ENVELOPE.headers(), **headers},
-        message_id=ENVELOPE.run_id,
-        content_type=CONTENT_TYPE,
-        timestamp=T0,
-        expiration=60,
-        priority=3,
-    )
-
-
-def worker_delivery(message: aio_pika.Message, routing_key: str = "final") -> Delivery:
-    """``message`` as the worker holds it when it writes a failure record."""
-    return Delivery(delivered(message, routing_key), Acks(cast(AbstractChannel, None)))
 
 
 def test_kept_properties_read_the_same_from_a_mapping_pamqp_and_aio_pika() -> None:

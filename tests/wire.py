@@ -17,8 +17,15 @@ from pamqp import frame
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
+from topology.envelope import CONTENT_TYPE, Envelope
+from topology.names import Names
+from worker.acks import Acks
+from worker.delivery import Delivery
+
 #: A time with no sub-second part: AMQP timestamps carry whole seconds.
 T0 = datetime(2026, 1, 31, 8, 0, 0, tzinfo=UTC)
+MAIN = Names().main_queue
+ENVELOPE = Envelope(task="report", run_id="nightly@1", schedule="nightly", scheduled_for=T0)
 
 
 def delivered(
@@ -33,6 +40,24 @@ def delivered(
     )
     # No channel: nothing here settles a message.
     return DeliveredMessage(deliver, header, message.body, cast(AbstractChannel, None))
+
+
+def task_message(**headers: Any) -> aio_pika.Message:
+    """The task message of ``ENVELOPE`` as the scheduler publishes it, with extra headers."""
+    return aio_pika.Message(
+        ENVELOPE.encode(),
+        headers={**ENVELOPE.headers(), **headers},
+        message_id=ENVELOPE.run_id,
+        content_type=CONTENT_TYPE,
+        timestamp=T0,
+        expiration=60,
+        priority=3,
+    )
+
+
+def worker_delivery(message: aio_pika.Message, routing_key: str = "final") -> Delivery:
+    """``message`` as the worker holds it while it runs an attempt (nothing is settled)."""
+    return Delivery(delivered(message, routing_key), Acks(cast(AbstractChannel, None)))
 
 
 def incoming(message: aio_pika.Message, routing_key: str) -> aio_pika.IncomingMessage:
