@@ -55,9 +55,12 @@ def task_message(**headers: Any) -> aio_pika.Message:
     )
 
 
-def worker_delivery(message: aio_pika.Message, routing_key: str = "final") -> Delivery:
+def worker_delivery(
+    message: aio_pika.Message, routing_key: str = "final", *, redelivered: bool = False
+) -> Delivery:
     """``message`` as the worker holds it while it runs an attempt (nothing is settled)."""
-    return Delivery(delivered(message, routing_key), Acks(cast(AbstractChannel, None)))
+    held = delivered(message, routing_key, redelivered=redelivered)
+    return Delivery(held, Acks(cast(AbstractChannel, None)))
 
 
 def incoming(message: aio_pika.Message, routing_key: str) -> aio_pika.IncomingMessage:
