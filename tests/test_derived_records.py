@@ -135,3 +135,9 @@ def test_the_summary_has_the_fields_of_the_list_table_as_json() -> None:
         **summary,
         "failed_at": "2026-01-31T08:00:00+00:00",
     }
+
+
+def test_a_record_whose_x_death_a_client_damaged_still_lists() -> None:
+    """RabbitMQ 3.x keeps a client's x-death as sent: one that is no list is no history."""
+    record = record_from(b"{}", {"x-death": 5}, "final", MAIN)
+    assert (record.reason, record.attempts, record.history) == ("retries-exhausted", 0, [])
