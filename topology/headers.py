@@ -26,7 +26,17 @@ H_HISTORY = "cron-history"
 
 def text(value: object) -> str:
     """A header value as text (the broker sends some strings as bytes)."""
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return value.decode(errors="replace") if isinstance(value, bytes | bytearray) else str(value)
+
+
+def number(value: object) -> int:
+    """A header count as an int: one that is no number (a foreign or damaged header) reads as 0."""
+    if isinstance(value, int | float | Decimal | str | bytes):
+        try:
+            return int(value)
+        except (ValueError, OverflowError):
+            return 0
+    return 0
 
 
 def as_utc(value: object) -> datetime | None:
@@ -49,7 +59,7 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).isoformat()
-    if isinstance(value, bytes):
+    if isinstance(value, bytes | bytearray):
         return text(value)
     if isinstance(value, Decimal):
         return str(value)
@@ -58,14 +68,17 @@ def jsonable(value: Any) -> Any:
 
 def x_death(headers: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The broker's dead-letter history of a message, newest first."""
-    deaths = (headers or {}).get("x-death") or []
+    deaths = (headers or {}).get("x-death")
+    # RabbitMQ 3.x delivers an x-death header that a client set, whatever its type.
+    if not isinstance(deaths, list):
+        return []
     return [death for death in deaths if isinstance(death, Mapping)]
 
 
 def rejections(headers: Mapping[str, Any] | None, main_queue: str) -> int:
     """How often the broker saw this message rejected from ``main_queue``."""
     return sum(
-        int(death.get("count", 0))
+        number(death.get("count", 0))
         for death in x_death(headers)
         if text(death.get("queue")) == main_queue and text(death.get("reason")) == "rejected"
     )

@@ -35,6 +35,7 @@ from topology.headers import (
     H_SCHEDULE,
     H_X_DEATH,
     as_utc,
+    number,
     rejections,
     text,
     x_death,
@@ -194,16 +195,6 @@ def _optional_text(value: object) -> str | None:
     return None if value is None else text(value)
 
 
-def _count(value: object) -> int:
-    # A foreign or damaged record must still list: a count that is no number reads as 0.
-    if isinstance(value, int | float | str | bytes):
-        try:
-            return int(value)
-        except ValueError:
-            return 0
-    return 0
-
-
 def _history(headers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     copied = headers.get(H_X_DEATH)
     if isinstance(copied, list):
@@ -236,7 +227,7 @@ def _derived_error(reason: str, routing_key: str | None) -> str:
 
 def _recorded(headers: Mapping[str, Any], routing_key: str | None) -> dict[str, Any]:
     return {
-        "attempts": _count(headers.get(H_ATTEMPTS)),
+        "attempts": number(headers.get(H_ATTEMPTS)),
         "reason": text(headers[H_REASON]),
         "error": _optional_text(headers.get(H_ERROR)),
         "failed_at": as_utc(headers.get(H_FAILED_AT)),
@@ -279,7 +270,7 @@ def record_from(
         ),
         schedule=_optional_text(headers.get(H_SCHEDULE) or envelope.get("schedule")),
         task=_optional_text(envelope.get("task")),
-        replays=_count(headers.get(H_REPLAYS)),
+        replays=number(headers.get(H_REPLAYS)),
         history=_history(headers),
         body=body,
         headers=headers,
