@@ -24,23 +24,14 @@ import tempfile
 from pathlib import Path
 
 import aio_pika
+from chaoslib.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
+from chaoslib.ledger import Ledger
+from chaoslib.namespace import BrokerNamespace
+from chaoslib.private_broker import PrivateBroker, available
+from chaoslib.processes import Procs, base_env
+from chaoslib.scenario import Scenario
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the chaos machinery lives with the fault tests
-
-from tests.conftest import TestBroker  # noqa: E402 - after the path fix above
-from tests.faults.chaos import (  # noqa: E402
-    FAULTS,
-    UNSAFE_ON_CLASSIC,
-    Chaos,
-    ChaosConfig,
-    ChaosResult,
-)
-from tests.faults.harness import Scenario  # noqa: E402
-from tests.faults.ledger import Ledger  # noqa: E402
-from tests.faults.processes import Procs, base_env  # noqa: E402
-from tests.private_broker import PrivateBroker, available  # noqa: E402
-from topology.plan import RetryPlan  # noqa: E402
+from topology.plan import RetryPlan
 
 EXIT_OK = 0
 EXIT_LOST = 1
@@ -108,7 +99,7 @@ async def experiment(
     ledger = Ledger(workdir / "ledger.sqlite")
     (workdir / "logs").mkdir()
     procs = Procs(workdir / "logs", base_env(node.url, NAMESPACE, ledger.path, queue))
-    broker = TestBroker(node.url, NAMESPACE, connection)
+    broker = BrokerNamespace(node.url, NAMESPACE, connection)
     broker.queue_type = "quorum" if queue == "quorum" else "classic"
     scenario = Scenario(node, broker, ledger, procs, plan=RetryPlan((200, 400)))
     try:

@@ -11,13 +11,12 @@ from typing import Any, Protocol, TypeVar
 
 import aio_pika
 import pytest
-from aio_pika.abc import AbstractChannel, AbstractConnection
+from chaoslib.namespace import BrokerNamespace
+from chaoslib.private_broker import PrivateBroker
+from chaoslib.private_broker import available as private_broker_available
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
-from tests.private_broker import PrivateBroker
-from tests.private_broker import available as private_broker_available
-from topology.declare import QueueType, Topology, declare_topology
-from topology.names import Names
+from topology.declare import Topology, declare_topology
 from topology.plan import RetryPlan
 from topology.runtime.service import Service
 from worker.consumer import Worker
@@ -66,17 +65,10 @@ def sweep_leftovers(amqp_url: str) -> Iterator[None]:
         asyncio.run(delete_all(amqp_url, queues, exchanges))
 
 
-class TestBroker:
+class TestBroker(BrokerNamespace):
     """A test's namespace on the real broker, and helpers to look inside it."""
 
     __test__ = False
-
-    def __init__(self, url: str, namespace: str, connection: AbstractConnection) -> None:
-        self.url = url
-        self.names = Names(namespace)
-        self.connection = connection
-        self.queue_type: QueueType = "classic"
-        self.plan_keys: set[str] = set()
 
     def settings(self, **overrides: Any) -> WorkerSettings:
         """Worker settings for this namespace, with small timeouts for tests."""
@@ -89,10 +81,6 @@ class TestBroker:
         }
         values.update(overrides)
         return WorkerSettings(**values)
-
-    async def channel(self) -> AbstractChannel:
-        """A fresh channel with publisher confirms."""
-        return await self.connection.channel()
 
     async def declare(self) -> Topology:
         """Declare the namespace's topology."""

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import settings_doc
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import settings_doc  # noqa: E402 - scripts/ is not a package
 
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 WARREN_SERVICES = [name for name, svc in COMPOSE["services"].items() if "build" in svc]

@@ -10,11 +10,11 @@ from typing import Any
 import aio_pika
 import orjson
 import pytest
+from chaoslib.private_broker import PrivateBroker
 
 from tests.conftest import TestBroker, plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
-from tests.private_broker import PrivateBroker
 from topology.declare import UNLIMITED_DELIVERIES
 from topology.envelope import utcnow
 from topology.failed.replay import Replayer, ReplayOptions

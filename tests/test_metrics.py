@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from chaoslib.private_broker import free_port
 
-from tests.private_broker import free_port
 from topology.runtime.metrics import ATTEMPTS, Health, serve_metrics
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import aio_pika
 import httpx
 import pytest
+from chaoslib.private_broker import free_port
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, registry
-from tests.private_broker import free_port
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
 from topology.runtime.service import start_metrics
 from worker.__main__ import health_checks

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import aio_pika
 import pytest
-
-from tests.private_broker import PrivateBroker
+from chaoslib.private_broker import PrivateBroker
 
 pytestmark = pytest.mark.faults
 

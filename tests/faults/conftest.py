@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoslib.ledger import Ledger
+from chaoslib.private_broker import PrivateBroker
+from chaoslib.processes import Procs, base_env
 
 from tests.conftest import InProcessWorkers, TestBroker
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Ledger
-from tests.faults.processes import Procs, base_env
-from tests.private_broker import PrivateBroker
+from tests.faults.harness import FaultScenario
 
 
 @pytest.fixture
@@ -36,9 +36,9 @@ def procs(tmp_path: Path, private_test_broker: TestBroker, ledger: Ledger) -> It
 @pytest.fixture
 async def scenario(
     private_broker: PrivateBroker, private_test_broker: TestBroker, ledger: Ledger, procs: Procs
-) -> AsyncIterator[Scenario]:
+) -> AsyncIterator[FaultScenario]:
     """A scenario whose topology is declared lazily by ``prepare()``; closed afterwards."""
-    made = Scenario(private_broker, private_test_broker, ledger, procs)
+    made = FaultScenario(private_broker, private_test_broker, ledger, procs)
     yield made
     procs.kill_all()
     await made.close()

@@ -8,10 +8,10 @@ from typing import Any
 import aio_pika
 import orjson
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Fate
-from tests.faults.workload import ledger_envelope
+from tests.faults.harness import FaultScenario
 from tests.webhook import Endpoint, serve
 from topology.envelope import utcnow
 
@@ -54,7 +54,7 @@ CASES = [
 ]
 
 
-async def publish_raw(scenario: Scenario, bodies: list[tuple[str, bytes, str]]) -> None:
+async def publish_raw(scenario: FaultScenario, bodies: list[tuple[str, bytes, str]]) -> None:
     """Publish bodies as a foreign client might, confirmed, each noted in the ledger."""
     channel = await scenario.broker.channel()
     exchange = await channel.get_exchange(scenario.names.tasks_exchange)
@@ -67,7 +67,7 @@ async def publish_raw(scenario: Scenario, bodies: list[tuple[str, bytes, str]]) 
 
 
 async def test_every_kind_of_bad_input_fails_once_and_the_worker_carries_on(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """Each bad message reaches the failed queue after one attempt; the worker runs on."""
     await scenario.prepare()

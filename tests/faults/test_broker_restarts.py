@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.workload import misplaced, workload
 
-from tests.faults.harness import Scenario, wait_for
-from tests.faults.ledger import Fate
-from tests.faults.workload import misplaced, workload
+from tests.faults.harness import FaultScenario, wait_for
 
 pytestmark = pytest.mark.faults
 
 
-async def break_node(scenario: Scenario, how: str) -> None:
+async def break_node(scenario: FaultScenario, how: str) -> None:
     """Stop the node cleanly or kill -9 it, then start it again."""
     node = scenario.node
     await asyncio.to_thread(node.stop if how == "stop" else node.kill)
@@ -22,7 +22,7 @@ async def break_node(scenario: Scenario, how: str) -> None:
 
 @pytest.mark.parametrize(("how", "queue_type"), [("stop", "classic"), ("kill", "quorum")])
 async def test_a_broker_restart_during_a_publish_burst_loses_no_confirmed_task(
-    scenario: Scenario, how: str, queue_type: str
+    scenario: FaultScenario, how: str, queue_type: str
 ) -> None:
     """Every task the broker confirmed before or after the restart ends completed or failed."""
     scenario.broker.queue_type = queue_type  # type: ignore[assignment]
@@ -41,7 +41,7 @@ async def test_a_broker_restart_during_a_publish_burst_loses_no_confirmed_task(
 
 @pytest.mark.parametrize("queue_type", ["classic", "quorum"])
 async def test_a_broker_killed_with_unacked_deliveries_loses_nothing(
-    scenario: Scenario, queue_type: str
+    scenario: FaultScenario, queue_type: str
 ) -> None:
     """kill -9 while two workers hold sixteen running tasks: all are redelivered and settle."""
     scenario.broker.queue_type = queue_type  # type: ignore[assignment]
@@ -59,7 +59,7 @@ async def test_a_broker_killed_with_unacked_deliveries_loses_nothing(
 
 
 async def test_on_classic_queues_a_broker_kill_loses_only_tasks_between_queues(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """Classic queues: a broker kill -9 may lose only tasks being dead-lettered, as documented."""
     # RabbitMQ dead-letters classic-queue messages at most once; waiting or running tasks

@@ -7,15 +7,15 @@ import subprocess
 import sys
 
 import pytest
+from chaoslib.driver import FAULTS, Chaos, ChaosConfig
+from chaoslib.processes import ROOT
 
-from tests.faults.chaos import FAULTS, Chaos, ChaosConfig
-from tests.faults.harness import Scenario
-from tests.faults.processes import ROOT
+from tests.faults.harness import FaultScenario
 from topology.plan import RetryPlan
 
 
 @pytest.mark.faults
-async def test_a_chaos_run_with_every_fault_loses_no_task(scenario: Scenario) -> None:
+async def test_a_chaos_run_with_every_fault_loses_no_task(scenario: FaultScenario) -> None:
     """400 mixed tasks on quorum queues through every fault: each completes or fails."""
     scenario.broker.queue_type = "quorum"
     scenario.plan = RetryPlan((200, 400))

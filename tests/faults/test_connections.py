@@ -5,22 +5,22 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.processes import Proc
+from chaoslib.workload import ledger_envelope, workload
 
-from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
-from tests.faults.ledger import Fate
-from tests.faults.processes import Proc
-from tests.faults.workload import ledger_envelope, workload
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
 
 pytestmark = pytest.mark.faults
 
 
-def pids_of(scenario: Scenario, run_ids: list[str]) -> set[int]:
+def pids_of(scenario: FaultScenario, run_ids: list[str]) -> set[int]:
     """Processes that ran attempts of ``run_ids``."""
     return {pid for run_id in run_ids for pid, *_ in scenario.ledger.attempts_of(run_id)}
 
 
 async def later_tasks_complete_on(
-    scenario: Scenario, workers: list[Proc], timeout: float = 60
+    scenario: FaultScenario, workers: list[Proc], timeout: float = 60
 ) -> None:
     """20 tasks published now complete, run by ``workers``, which are all still alive."""
     later = [ledger_envelope("ok") for _ in range(20)]
@@ -32,7 +32,7 @@ async def later_tasks_complete_on(
 
 
 async def test_workers_reconnect_after_the_broker_closes_every_connection(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """close_all_connections mid-task: tasks are redelivered, the same workers go on."""
     await scenario.prepare()
@@ -44,7 +44,7 @@ async def test_workers_reconnect_after_the_broker_closes_every_connection(
 
 
 async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """kill -STOP past the heartbeat grace, then -CONT: the workers reconnect, nothing lost."""
     await scenario.prepare()
@@ -60,7 +60,7 @@ async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
 
 
 async def test_a_worker_consumes_again_after_its_queue_was_deleted_under_it(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """The main queue deleted (consumer cancelled): the same worker redeclares it, consumes."""
     await scenario.prepare()

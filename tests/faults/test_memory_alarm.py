@@ -7,25 +7,25 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.ledger_handlers import LedgerHandler
+from chaoslib.worker_tasks import TASK
+from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Fate
-from tests.faults.ledger_handlers import LedgerHandler
-from tests.faults.worker_tasks import TASK
-from tests.faults.workload import ledger_envelope
+from tests.faults.harness import FaultScenario
 from worker.registry import Registry
 
 pytestmark = pytest.mark.faults
 
 
-async def alarm_raised(scenario: Scenario) -> bool:
+async def alarm_raised(scenario: FaultScenario) -> bool:
     """True while the node reports a memory alarm."""
     alarms = await asyncio.to_thread(scenario.node.ctl, "eval", "rabbit_alarm:get_alarms().")
     return "memory" in alarms
 
 
 @pytest.fixture
-async def memory_alarm(scenario: Scenario) -> AsyncIterator[Any]:
+async def memory_alarm(scenario: FaultScenario) -> AsyncIterator[Any]:
     """A function that raises the alarm (watermark 0); the watermark is restored afterwards."""
 
     async def raise_alarm() -> None:
@@ -39,7 +39,7 @@ async def memory_alarm(scenario: Scenario) -> AsyncIterator[Any]:
 
 
 async def test_under_a_memory_alarm_consumers_keep_acking_and_publishers_recover(
-    scenario: Scenario,
+    scenario: FaultScenario,
     run_private_worker: Any,
     memory_alarm: Any,
     monkeypatch: pytest.MonkeyPatch,

@@ -6,25 +6,25 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.processes import Proc
+from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
-from tests.faults.ledger import Fate
-from tests.faults.processes import Proc
-from tests.faults.workload import ledger_envelope
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
 
 pytestmark = pytest.mark.faults
 
 TASK_FAILED = '"task failed"'
 
 
-async def fail_one(scenario: Scenario, monitor: Proc, count: int) -> None:
+async def fail_one(scenario: FaultScenario, monitor: Proc, count: int) -> None:
     """Publish a task that fails for good and wait until the monitor reported ``count``."""
     await scenario.publish([(ledger_envelope("permanent", permanent=True), "permanent")])
     await monitor.wait_log(TASK_FAILED, count=count, timeout=60)
 
 
 async def test_the_monitor_reports_failures_after_lost_connections_and_a_frozen_broker(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """After closed connections and a frozen broker the same monitor logs every failure."""
     await scenario.prepare()
@@ -46,7 +46,7 @@ async def test_the_monitor_reports_failures_after_lost_connections_and_a_frozen_
 
 
 async def test_a_broker_killed_during_a_replay_loses_no_task(
-    scenario: Scenario, tmp_path: Path
+    scenario: FaultScenario, tmp_path: Path
 ) -> None:
     """kill -9 of the broker mid-replay: each task completes or stays in the failed queue."""
     scenario.broker.queue_type = "quorum"

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from chaoslib.ledger import Report
+from chaoslib.processes import Proc
 
-from tests.faults.harness import FREEZE_SECONDS, Scenario, wait_for
-from tests.faults.ledger import Report
-from tests.faults.processes import Proc
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
 from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.faults
@@ -34,7 +34,7 @@ LEADING = '"leading"'
 STANDING_BY = '"standing by: another scheduler leads"'
 
 
-def spawn_scheduler(scenario: Scenario, path: Path, ready: str = LEADING) -> Proc:
+def spawn_scheduler(scenario: FaultScenario, path: Path, ready: str = LEADING) -> Proc:
     """A ``python -m scheduler`` on the scenario's namespace with quick failover."""
     return scenario.procs.spawn(
         ["-m", "scheduler"],
@@ -54,13 +54,13 @@ def schedules_file(tmp_path: Path) -> Path:
     return path
 
 
-async def more_fires(scenario: Scenario, count: int = 3, timeout: float = 30) -> None:
+async def more_fires(scenario: FaultScenario, count: int = 3, timeout: float = 30) -> None:
     """Wait until ``count`` more attempts ran than now."""
     start = scenario.ledger.count_attempts()
     await wait_for(lambda: scenario.ledger.count_attempts() >= start + count, timeout)
 
 
-async def fires_report(scenario: Scenario) -> tuple[Report, list[datetime]]:
+async def fires_report(scenario: FaultScenario) -> tuple[Report, list[datetime]]:
     """Settle, expect every whole second between the first and the last fire run, classify."""
     seen = (await scenario.settle()).unexpected  # fires are not published by the test
     times = sorted(datetime.fromisoformat(run_id.split("@", 1)[1]) for run_id in seen)
@@ -74,7 +74,7 @@ async def fires_report(scenario: Scenario) -> tuple[Report, list[datetime]]:
 
 
 async def test_a_standby_takes_over_when_the_leader_is_killed_and_no_fire_is_lost(
-    scenario: Scenario, tmp_path: Path
+    scenario: FaultScenario, tmp_path: Path
 ) -> None:
     """kill -9 of the leading scheduler: the standby leads and catches up every fire."""
     await scenario.prepare()
@@ -93,7 +93,7 @@ async def test_a_standby_takes_over_when_the_leader_is_killed_and_no_fire_is_los
 
 
 async def test_fires_missed_while_no_scheduler_runs_are_caught_up(
-    scenario: Scenario, tmp_path: Path
+    scenario: FaultScenario, tmp_path: Path
 ) -> None:
     """The only scheduler is down for three seconds: the next one publishes what fell due."""
     await scenario.prepare()
@@ -113,7 +113,7 @@ async def test_fires_missed_while_no_scheduler_runs_are_caught_up(
 
 
 async def test_a_scheduler_keeps_firing_after_lost_connections_and_a_frozen_broker(
-    scenario: Scenario, tmp_path: Path
+    scenario: FaultScenario, tmp_path: Path
 ) -> None:
     """After closed connections and a frozen broker it leads again; no fire is missing."""
     await scenario.prepare()

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Fate
-from tests.faults.workload import ledger_envelope
+from tests.faults.harness import FaultScenario
 
 pytestmark = pytest.mark.faults
 
 
-async def test_a_worker_refuses_a_task_timeout_at_the_consumer_timeout(scenario: Scenario) -> None:
+async def test_a_worker_refuses_a_task_timeout_at_the_consumer_timeout(
+    scenario: FaultScenario,
+) -> None:
     """Started with a task timeout equal to consumer_timeout, the worker exits 2 naming both."""
     proc = scenario.spawn_worker(CRON_TASK_TIMEOUT_SECONDS="4")
     assert await proc.wait() == 2
@@ -20,7 +22,7 @@ async def test_a_worker_refuses_a_task_timeout_at_the_consumer_timeout(scenario:
 
 
 async def test_a_runaway_handler_is_stopped_by_the_task_timeout_before_the_broker_steps_in(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """A minute-long handler asking for 100 s is cut below consumer_timeout on every attempt."""
     await scenario.prepare()

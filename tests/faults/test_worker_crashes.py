@@ -7,18 +7,18 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 import pytest
+from chaoslib.ledger import Fate
+from chaoslib.processes import Proc
+from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Fate
-from tests.faults.processes import Proc
-from tests.faults.workload import ledger_envelope
+from tests.faults.harness import FaultScenario
 from topology.headers import x_death
 from topology.plan import RetryPlan
 
 pytestmark = pytest.mark.faults
 
 
-async def wait_attempts(scenario: Scenario, count: int, timeout: float = 30) -> None:
+async def wait_attempts(scenario: FaultScenario, count: int, timeout: float = 30) -> None:
     """Wait until the ledger holds ``count`` attempts."""
     async with asyncio.timeout(timeout):
         while scenario.ledger.count_attempts() < count:
@@ -26,7 +26,7 @@ async def wait_attempts(scenario: Scenario, count: int, timeout: float = 30) -> 
 
 
 async def keep_one_worker(
-    scenario: Scenario, done: Callable[[], Awaitable[bool]], timeout: float = 90, **env: str
+    scenario: FaultScenario, done: Callable[[], Awaitable[bool]], timeout: float = 90, **env: str
 ) -> int:
     """Play supervisor: restart the worker whenever it dies, until ``done()``; count starts."""
     starts, proc = 0, None
@@ -39,14 +39,14 @@ async def keep_one_worker(
     return starts
 
 
-async def crash_queues(scenario: Scenario) -> list[str]:
+async def crash_queues(scenario: FaultScenario) -> list[str]:
     """Crash-marker queues of the scenario's namespace still on the node."""
     out = await asyncio.to_thread(scenario.node.ctl, "list_queues", "name", "--formatter", "json")
     prefix = scenario.names.crash_queue("")
     return [row["name"] for row in orjson.loads(out) if row["name"].startswith(prefix)]
 
 
-async def test_a_worker_killed_mid_task_loses_nothing(scenario: Scenario) -> None:
+async def test_a_worker_killed_mid_task_loses_nothing(scenario: FaultScenario) -> None:
     """kill -9 with eight tasks in flight: another worker runs them all, as redeliveries."""
     await scenario.prepare()
     first = await scenario.worker()
@@ -61,7 +61,7 @@ async def test_a_worker_killed_mid_task_loses_nothing(scenario: Scenario) -> Non
 
 
 async def test_sigterm_mid_task_exits_0_and_the_next_worker_runs_it_as_the_same_attempt(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """SIGTERM past the grace: exit code 0, each task runs again as attempt 1, none in failed."""
     await scenario.prepare()
@@ -80,7 +80,7 @@ async def test_sigterm_mid_task_exits_0_and_the_next_worker_runs_it_as_the_same_
 
 
 async def test_a_task_that_kills_its_worker_on_a_classic_queue_ends_as_crash_loop(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """The handler kills its process every time: after limit + 1 runs it is failed, not looped."""
     await scenario.prepare()
@@ -101,7 +101,7 @@ async def test_a_task_that_kills_its_worker_on_a_classic_queue_ends_as_crash_loo
 
 
 async def test_graceful_shutdowns_of_a_redelivered_task_are_no_crash_loop(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """One kill -9, then four SIGTERMs mid-task: the fifth worker still runs it to success."""
     await scenario.prepare()
@@ -123,7 +123,7 @@ async def test_graceful_shutdowns_of_a_redelivered_task_are_no_crash_loop(
 
 
 async def test_a_task_that_kills_its_worker_on_a_quorum_queue_ends_at_the_delivery_limit(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """Quorum: the worker fails the last delivery the broker allows, before a retry could loop."""
     scenario.broker.queue_type = "quorum"
@@ -145,7 +145,7 @@ async def test_a_task_that_kills_its_worker_on_a_quorum_queue_ends_at_the_delive
 
 
 async def test_past_the_delivery_limit_the_broker_moves_a_final_attempt_to_the_failed_queue(
-    scenario: Scenario,
+    scenario: FaultScenario,
 ) -> None:
     """Without a worker to stop it, the broker dead-letters it by its key ``final`` to failed."""
     scenario.broker.queue_type = "quorum"

@@ -1,6 +1,6 @@
 """The ledger handler: records every attempt, then behaves as its payload says.
 
-Worker processes register it with ``CRON_HANDLER_MODULES=tests.faults.worker_tasks`` and find
+Worker processes register it with ``CRON_HANDLER_MODULES=chaoslib.worker_tasks`` and find
 the ledger file in ``WARREN_TEST_LEDGER``. Payload fields (all optional):
 
 - ``fails``: fail with a retryable error while the attempt number is at most this (-1: always);
@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tests.faults.ledger import Ledger
+from chaoslib.ledger import Ledger
 from worker import PermanentError, TaskContext
 
 LEDGER_ENV = "WARREN_TEST_LEDGER"

@@ -6,8 +6,8 @@ import random
 import uuid
 from typing import Any
 
-from tests.faults.ledger import Fate, Report
-from tests.faults.worker_tasks import TASK
+from chaoslib.ledger import Fate, Report
+from chaoslib.worker_tasks import TASK
 from topology.envelope import Envelope, utcnow
 
 

@@ -23,10 +23,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tests.faults.harness import Scenario
-from tests.faults.ledger import Report
-from tests.faults.processes import Proc
-from tests.faults.workload import workload
+from chaoslib.ledger import Report
+from chaoslib.processes import Proc
+from chaoslib.scenario import NotSettled, Scenario
+from chaoslib.workload import workload
 
 #: Every fault the driver knows, with its weight when it picks one.
 FAULTS: dict[str, int] = {
@@ -123,7 +123,7 @@ class Chaos:
         left: dict[str, int] | None = None
         try:
             report = await self.scenario.settle(self.config.settle_seconds)
-        except AssertionError:
+        except NotSettled:
             left = await self.scenario.in_flight()
             report = self.scenario.ledger.report()
         seconds = time.monotonic() - self._started

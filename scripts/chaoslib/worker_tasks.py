@@ -1,8 +1,8 @@
-"""The fault tests' worker tasks: ``CRON_HANDLER_MODULES=tests.faults.worker_tasks``."""
+"""The ledger task: ``CRON_HANDLER_MODULES=chaoslib.worker_tasks`` (chaos runs, fault tests)."""
 
 from __future__ import annotations
 
-from tests.faults.ledger_handlers import LedgerHandler
+from chaoslib.ledger_handlers import LedgerHandler
 from worker import task
 
 #: The task every fault test publishes; its payload says how the attempt behaves.

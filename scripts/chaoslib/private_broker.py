@@ -1,4 +1,4 @@
-"""A private RabbitMQ node for fault tests: stopped, killed and frozen on purpose.
+"""A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
 It runs from the installed ``rabbitmq-server`` with its own node name, ports, data, logs and
 Erlang cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it
@@ -59,7 +59,7 @@ class PrivateBroker:
         )
         # The consumer timeout is checked on each channel tick (60 s by default), and quorum
         # queues report their length to list_queues on each of their ticks (5 s by default):
-        # fault tests read it to know when nothing is left in flight.
+        # chaos runs and fault tests read it to know when nothing is left in flight.
         (self.base / "advanced.config").write_text(
             "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]}].\n"
         )

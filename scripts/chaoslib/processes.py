@@ -15,7 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parents[1]
+ROOT = SCRIPTS.parent
 _numbers = itertools.count(1)
 #: The log line of a worker that has connected and consumes.
 WORKER_READY = '"worker started"'
@@ -117,13 +118,13 @@ class Procs:
 
 
 def base_env(url: str, namespace: str, ledger: Path, queue_type: str = "classic") -> dict[str, str]:
-    """Environment of a worker process on the private node, with the fault tests' tasks."""
+    """Environment of a worker process on the private node, with the ledger tasks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
     env.update(
         CRON_AMQP_URL=url,
         CRON_NAMESPACE=namespace,
         CRON_QUEUE_TYPE=queue_type,
-        CRON_HANDLER_MODULES="tests.faults.worker_tasks",
+        CRON_HANDLER_MODULES="chaoslib.worker_tasks",
         CRON_LOG_FORMAT="json",
         CRON_HEARTBEAT_SECONDS="2",
         CRON_CONSUMER_TIMEOUT_SECONDS="4",
@@ -132,5 +133,7 @@ def base_env(url: str, namespace: str, ledger: Path, queue_type: str = "classic"
         CRON_PREFETCH="8",
         WARREN_TEST_LEDGER=str(ledger),
         PYTHONUNBUFFERED="1",
+        # The ledger tasks live beside the scripts, which are no installed package.
+        PYTHONPATH=os.pathsep.join(filter(None, [str(SCRIPTS), os.environ.get("PYTHONPATH")])),
     )
     return env
