@@ -29,6 +29,7 @@ from topology.headers import H_ATTEMPTS, H_ERROR, H_REASON, H_RUN_ID, x_death
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
+from topology.runtime.settings import CronSettings
 
 #: Errors a publish meets while the broker restarts: the publisher tries again.
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
@@ -71,7 +72,8 @@ class Scenario:
     ledger: Ledger
     procs: Procs
     plan: RetryPlan = field(default_factory=lambda: RetryPlan((100, 200)))
-    delivery_limit: int = 10
+    #: Passed to its workers as CRON_DELIVERY_LIMIT and declared with: the setting's default.
+    delivery_limit: int = CronSettings.model_fields["delivery_limit"].default
     _publisher: AbstractRobustConnection | None = field(default=None, repr=False)
 
     @property
