@@ -14,6 +14,7 @@ import pytest
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
+from chaoslib.waits import eventually
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
 from topology.declare import Topology, declare_topology
@@ -105,15 +106,11 @@ class TestBroker(BrokerNamespace):
 
     async def wait_depth(self, queue: str, count: int, timeout: float = 10) -> None:
         """Wait until ``queue`` holds at least ``count`` ready messages."""
-        async with asyncio.timeout(timeout):
-            while await self.depth(queue) < count:
-                await asyncio.sleep(0.05)
 
-    async def wait_until(self, condition: Any, timeout: float = 10) -> None:
-        """Wait until ``condition()`` is true."""
-        async with asyncio.timeout(timeout):
-            while not condition():
-                await asyncio.sleep(0.02)
+        async def deep() -> bool:
+            return await self.depth(queue) >= count
+
+        await eventually(deep, timeout, what=f"{count} message(s) in {queue}")
 
     async def cleanup(self) -> None:
         """Delete the namespace's queues and exchanges (the session sweep finds any other)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aio_pika
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker
 from topology.envelope import Envelope, one_off_run_id, utcnow
@@ -73,9 +74,7 @@ class Recorder:
 
     async def wait_calls(self, count: int, timeout: float = 10) -> None:
         """Wait until the handler ran ``count`` times."""
-        async with asyncio.timeout(timeout):
-            while len(self.calls) < count:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: len(self.calls) >= count, timeout, what=f"{count} call(s)")
 
     def gaps(self) -> list[float]:
         """Seconds between consecutive attempts."""

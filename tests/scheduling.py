@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from chaoslib.waits import eventually
 
 from scheduler.settings import SchedulerSettings
 from tests.conftest import TestBroker
@@ -112,11 +113,13 @@ class Process:
 
     async def wait_event(self, event: str, count: int = 1, timeout: float = 15) -> None:
         """Wait until the process logged ``event`` at least ``count`` times."""
-        async with asyncio.timeout(timeout):
-            while len(self.named(event)) < count:
-                if self.proc.returncode is not None:
-                    raise AssertionError(f"process exited {self.proc.returncode}: {self.events}")
-                await asyncio.sleep(0.02)
+
+        def logged() -> bool:
+            if self.proc.returncode is not None:
+                raise AssertionError(f"process exited {self.proc.returncode}: {self.events}")
+            return len(self.named(event)) >= count
+
+        await eventually(logged, timeout, what=f"{event!r} x{count}")
 
     async def stop(self, timeout: float = 15) -> int:
         """SIGTERM, then wait for the exit code and the last log lines."""

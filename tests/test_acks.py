@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import envelope, publish, registry
@@ -139,7 +140,7 @@ async def test_out_of_order_finishes_and_retries_each_end_once_on_a_real_broker(
     envs = [envelope("jittery", {"fail": i % 5 == 0}) for i in range(300)]
     for env in envs:
         await publish(broker, env, plan(50))
-    await broker.wait_until(lambda: len(successes) == len(envs), timeout=30)
+    await eventually(lambda: len(successes) == len(envs), timeout=30)
     await worker.join()  # a doubled ack would close the channel: tasks would run again
     worker.stop()  # a delivery never acked goes back to the queue when the worker leaves
     await asyncio.wait_for(worker.stopped.wait(), 30)

@@ -6,11 +6,11 @@ quickly: what a redelivered attempt finds in its marker queue decides whether it
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aio_pika
 import pytest
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish
@@ -56,9 +56,11 @@ async def queue_exists(broker: TestBroker, name: str) -> bool:
 
 async def marker_gone(broker: TestBroker, name: str) -> None:
     """Wait (5 s at most) until the worker has deleted the crash marker queue ``name``."""
-    async with asyncio.timeout(5):
-        while await queue_exists(broker, name):
-            await asyncio.sleep(0.05)
+
+    async def gone() -> bool:
+        return not await queue_exists(broker, name)
+
+    await eventually(gone, 5, what=f"{name} deleted")
 
 
 def registry(handler: Any) -> Registry:

@@ -11,6 +11,7 @@ import aio_pika
 import orjson
 import pytest
 from chaoslib.private_broker import PrivateBroker
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
@@ -298,12 +299,16 @@ async def test_a_replay_of_1000_survives_a_broker_restart_midway(
 
 async def _ids_when_back(broker: TestBroker, queue: str) -> list[str]:
     """Message ids of a queue once the test's robust connection is back after a restart."""
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                return await ids_in(broker, queue)
-            except Exception:  # the robust connection is still coming back
-                await asyncio.sleep(0.5)
+
+    async def ids() -> tuple[list[str]] | None:
+        try:
+            return (await ids_in(broker, queue),)  # a tuple: an empty queue is an answer too
+        except Exception:  # the robust connection is still coming back
+            return None
+
+    found = await eventually(ids, 60, what=f"{queue} readable", interval=0.5)
+    assert found is not None
+    return found[0]
 
 
 async def test_replay_uses_the_schedules_own_plan_from_the_schedules_file(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import envelope, publish
@@ -37,7 +38,7 @@ async def test_a_503_is_retried_and_the_attempt_header_counts_up(
         await run_worker()
         env = envelope("http", {"url": f"{endpoint.url}/hook", "json": {"a": 1}})
         await publish(broker, env, plan(50, 50, 50))
-        await broker.wait_until(lambda: len(endpoint.requests) >= 3)
+        await eventually(lambda: len(endpoint.requests) >= 3)
     attempts = [headers["X-Cron-Attempt"] for _, headers, _ in endpoint.requests]
     assert attempts == ["1", "2", "3"]
     assert {headers["X-Cron-Run-Id"] for _, headers, _ in endpoint.requests} == {env.run_id}

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from tests.conftest import InProcess, TestBroker, plan
@@ -58,7 +59,7 @@ async def test_a_failed_task_is_logged_once_and_alerted_with_its_fields(
     with serve(Endpoint()) as endpoint, capture_logs() as logs:
         await run_monitor(alert_webhook_url=endpoint.url)
         [env] = await put_failed(broker, 1, schedule="nightly", task="report")
-        await broker.wait_until(lambda: len(endpoint.requests) >= 1)
+        await eventually(lambda: len(endpoint.requests) >= 1)
     [alert] = bodies(endpoint)
     fields = ("run_id", "schedule", "task", "attempts", "reason")
     assert [alert[f] for f in fields] == [env.run_id, "nightly", "report", 4, "retries-exhausted"]
@@ -85,7 +86,7 @@ async def test_a_burst_of_500_failures_sends_a_handful_of_alerts_with_counts(
             alert_min_interval_seconds=3,
         )
         await put_failed(broker, 500, schedule="hourly")
-        await broker.wait_until(lambda: sum(b["count"] for b in bodies(endpoint)) >= 500, 20)
+        await eventually(lambda: sum(b["count"] for b in bodies(endpoint)) >= 500, 20)
     alerts = bodies(endpoint)
     assert len(alerts) <= 3
     assert sum(a["count"] for a in alerts) == 500
@@ -101,10 +102,10 @@ async def test_monitoring_goes_on_while_the_webhook_answers_500(
     with serve(Endpoint(statuses=[500] * outage + [200])) as endpoint, capture_logs() as logs:
         await run_monitor(alert_webhook_url=endpoint.url)
         await put_failed(broker, 20)
-        await broker.wait_until(lambda: len([e for e in logs if e["event"] == "task failed"]) == 20)
+        await eventually(lambda: len([e for e in logs if e["event"] == "task failed"]) == 20)
         assert await broker.depth(broker.names.monitor_queue) == 0
         assert len(endpoint.requests) < outage  # all of it while the webhook still fails
-        await broker.wait_until(lambda: len(endpoint.requests) > outage, 15)
+        await eventually(lambda: len(endpoint.requests) > outage, 15)
     assert sum(a["count"] for a in bodies(endpoint, delivered_from=outage)) == 20
     assert any(e["event"].startswith("alert refused") for e in logs)
     assert await broker.depth(broker.names.failed_queue) == 20
@@ -119,11 +120,9 @@ async def test_a_deep_failed_queue_alerts_and_clears_with_a_recovery_message(
             alert_webhook_url=endpoint.url, failed_alert_threshold=2, monitor_interval_seconds=0.1
         )
         await put_failed(broker, 3)
-        await broker.wait_until(lambda: _conditions(endpoint, "failed-queue") == ["firing"])
+        await eventually(lambda: _conditions(endpoint, "failed-queue") == ["firing"])
         await broker.get_all(broker.names.failed_queue, ack=True)
-        await broker.wait_until(
-            lambda: _conditions(endpoint, "failed-queue") == ["firing", "resolved"]
-        )
+        await eventually(lambda: _conditions(endpoint, "failed-queue") == ["firing", "resolved"])
     assert "RESOLVED" in bodies(endpoint)[-1]["text"]
 
 
@@ -154,12 +153,12 @@ async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
             retry_delay_ms=60_000,
         )
         # A few checks see the head at its real age.
-        await broker.wait_until(lambda: monitor.checks >= 3)
+        await eventually(lambda: monitor.checks >= 3)
         assert _conditions(endpoint, f"stalled:{retry}") == []
         offset[0] = 3600.0
-        await broker.wait_until(lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing"])
+        await eventually(lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing"])
         await broker.get_all(retry, ack=True)
-        await broker.wait_until(
+        await eventually(
             lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing", "resolved"]
         )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import aio_pika
 import httpx
 import pytest
 from chaoslib.private_broker import free_port
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, registry
@@ -22,20 +22,27 @@ pytestmark = pytest.mark.broker
 
 async def scrape(port: int, path: str, timeout: float = 15) -> httpx.Response:
     """GET a process's endpoint, waiting for the server to come up."""
-    async with httpx.AsyncClient() as client, asyncio.timeout(timeout):
-        while True:
+    async with httpx.AsyncClient() as client:
+
+        async def answer() -> httpx.Response | None:
             try:
                 return await client.get(f"http://127.0.0.1:{port}{path}")
             except httpx.TransportError:
-                await asyncio.sleep(0.1)
+                return None  # not listening yet
+
+        response = await eventually(answer, timeout, what=f"an answer on {path}")
+        assert response is not None
+        return response
 
 
 async def wait_metric(port: int, line: str, timeout: float = 15) -> str:
     """Wait until /metrics contains ``line``; return the whole page."""
-    async with asyncio.timeout(timeout):
-        while line not in (text := (await scrape(port, "/metrics")).text):
-            await asyncio.sleep(0.1)
-    return text
+
+    async def page() -> str:
+        text = (await scrape(port, "/metrics")).text
+        return text if line in text else ""
+
+    return await eventually(page, timeout, what=f"{line!r} in /metrics")
 
 
 async def test_scheduler_reports_leadership_fires_and_health(
@@ -75,9 +82,13 @@ async def test_monitor_reports_failed_queue_depth_and_health(
 
 async def wait_health(port: int, status: int, timeout: float = 15) -> dict[str, object]:
     """Wait until /healthz answers ``status``; return its body."""
-    async with asyncio.timeout(timeout):
-        while (response := await scrape(port, "/healthz")).status_code != status:
-            await asyncio.sleep(0.05)
+
+    async def answered() -> httpx.Response | None:
+        response = await scrape(port, "/healthz")
+        return response if response.status_code == status else None
+
+    response = await eventually(answered, timeout, what=f"/healthz answering {status}")
+    assert response is not None
     body: dict[str, object] = response.json()
     return body
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import suppress
 from datetime import datetime
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
+from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 import worker.overlap
@@ -38,13 +38,14 @@ async def two_workers(broker: TestBroker, spawn: Spawner) -> list[Process]:
 
 async def wait_attempt(workers: list[Process], run_id: str, timeout: float = 15) -> dict[str, Any]:
     """The attempt line one of the workers logged for ``run_id``."""
-    async with asyncio.timeout(timeout):
-        while True:
-            for process in workers:
-                for event in process.named("attempt"):
-                    if event["run_id"] == run_id:
-                        return event
-            await asyncio.sleep(0.02)
+
+    def logged() -> dict[str, Any] | None:
+        attempts = (e for p in workers for e in p.named("attempt") if e["run_id"] == run_id)
+        return next(attempts, None)
+
+    event = await eventually(logged, timeout, what=f"an attempt of {run_id}")
+    assert event is not None
+    return event
 
 
 def who_logged(workers: list[Process], event: str, run_id: str) -> Process:
@@ -66,18 +67,20 @@ def run(concurrency: str, seconds: float, timeout: float = 10) -> Any:
 
 async def wait_lock_released(broker: TestBroker, schedule: str, timeout: float = 10) -> None:
     """Wait until no connection holds the schedule's lock queue (the broker deleted it)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            channel = await broker.channel()
-            try:
-                await channel.declare_queue(broker.names.lock_queue(schedule), passive=True)
-            except ChannelNotFoundEntity:
-                return
-            except ChannelLockedResource:
-                pass  # RESOURCE_LOCKED: still held
-            with suppress(Exception):
-                await channel.close()
-            await asyncio.sleep(0.05)
+
+    async def released() -> bool:
+        channel = await broker.channel()
+        try:
+            await channel.declare_queue(broker.names.lock_queue(schedule), passive=True)
+        except ChannelNotFoundEntity:
+            return True
+        except ChannelLockedResource:
+            pass  # RESOURCE_LOCKED: still held
+        with suppress(Exception):
+            await channel.close()
+        return False
+
+    await eventually(released, timeout, what=f"lock of {schedule} released")
 
 
 async def assert_nothing_left(broker: TestBroker) -> None:
@@ -134,9 +137,9 @@ async def test_a_crashed_holder_frees_the_lock(broker: TestBroker, spawn: Spawne
     holder = who_logged(workers, "hold started", held.run_id)
     [other] = [w for w in workers if w is not holder]
     await holder.kill()
-    async with asyncio.timeout(15):
-        while not [e for e in other.named("hold started") if e["run_id"] == held.run_id]:
-            await asyncio.sleep(0.02)
+    await eventually(
+        lambda: [e for e in other.named("hold started") if e["run_id"] == held.run_id], 15
+    )
     assert [e for e in other.named("attempt") if e["run_id"] == held.run_id] == []
 
 
@@ -153,7 +156,7 @@ async def test_replace_falls_back_to_forbid_when_the_holder_does_not_let_go(
     await run_worker(registry)
     with capture_logs() as logs:
         await publish(broker, run("Replace", 0, timeout=0.6), plan(60_000))
-        await broker.wait_until(lambda: any(e["event"] == "attempt" for e in logs))
+        await eventually(lambda: any(e["event"] == "attempt" for e in logs))
     [attempt] = [e for e in logs if e["event"] == "attempt"]
     assert attempt["outcome"] == "lock-contended" and recorder.calls == []
     assert await broker.depth(lock) >= 1  # the cancel request reached the holder's queue
@@ -197,7 +200,7 @@ async def test_an_attempt_that_loses_its_lock_stops_and_is_retried(
         await publish(broker, run("Forbid", 0), plan(60_000))
         await recorder.started.wait()
         await connections[0].close()
-        await broker.wait_until(lambda: any(e["event"] == "attempt" for e in logs))
+        await eventually(lambda: any(e["event"] == "attempt" for e in logs))
     [attempt] = [e for e in logs if e["event"] == "attempt"]
     assert (attempt["outcome"], attempt["reason"]) == ("retrying", "lock-lost")
     assert recorder.finished == 0
@@ -211,9 +214,7 @@ def events(workers: list[Process], name: str) -> list[dict[str, Any]]:
 
 async def wait_event_for(workers: list[Process], name: str, run_id: str) -> None:
     """Wait until some worker logged ``name`` for ``run_id``."""
-    async with asyncio.timeout(15):
-        while not [e for e in events(workers, name) if e.get("run_id") == run_id]:
-            await asyncio.sleep(0.02)
+    await eventually(lambda: [e for e in events(workers, name) if e.get("run_id") == run_id], 15)
 
 
 def stamp(event: dict[str, Any]) -> datetime:

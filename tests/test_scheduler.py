@@ -12,6 +12,7 @@ from typing import Any
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractConnection
+from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 import scheduler.batch
@@ -174,7 +175,7 @@ async def test_a_new_leader_applies_catch_up_to_fires_missed_since_the_watermark
     await store_watermark(broker, now - 2 * HOUR)
     with capture_logs() as logs:
         instance = await schedulers.start(path)
-        await broker.wait_until(lambda: (instance.settled_up_to or now - HOUR) >= now)
+        await eventually(lambda: (instance.settled_up_to or now - HOUR) >= now)
     skipped = [e["scheduled_for"] for e in logs if e["event"] == "fire skipped"]
     assert await fire_times(broker) == [now - ago * HOUR for ago in published_ago]
     assert skipped == [utc_text(now - ago * HOUR) for ago in skipped_ago]
@@ -206,13 +207,11 @@ async def test_a_broken_file_is_rejected_and_the_old_schedules_keep_running(
     await wait_published(broker, 1)
     with capture_logs() as logs:
         path.write_text('[[schedule]]\nname = "new"\nevery = "1s"\n')  # no task
-        await broker.wait_until(lambda: any(e["event"].startswith("schedules not") for e in logs))
+        await eventually(lambda: any(e["event"].startswith("schedules not") for e in logs))
         seen = len(await fire_times(broker, "old"))
         await wait_published(broker, seen + 1)
         write_schedules(broker, path, every("new", "1s"))
-        async with asyncio.timeout(10):
-            while not await fire_times(broker, "new"):
-                await asyncio.sleep(0.05)
+        await eventually(lambda: fire_times(broker, "new"), 10)
     [rejected] = [e for e in logs if e["event"].startswith("schedules not reloaded")]
     assert rejected["problems"] == ["schedule 'new' (#1): task: Field required"]
     assert rejected["log_level"] == "error"
@@ -238,8 +237,8 @@ async def test_a_leader_that_loses_its_connection_stops_and_runs_again(
     instance = await schedulers.start(path)
     await wait_published(broker, 1)
     await connections[0].close()
-    await broker.wait_until(lambda: not instance.leading.is_set(), timeout=2)
-    await broker.wait_until(lambda: len(connections) == 2 and instance.leading.is_set())
+    await eventually(lambda: not instance.leading.is_set(), timeout=2)
+    await eventually(lambda: len(connections) == 2 and instance.leading.is_set())
     count = len(await fire_times(broker))
     await wait_published(broker, count + 2)
     times = await fire_times(broker)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker
 from tests.scheduling import ROOT, Spawner, env_for, fire_times, write_schedules
@@ -108,9 +108,9 @@ async def test_two_schedulers_at_once_publish_each_fire_exactly_once(
     first, second = [await spawn(["-m", "scheduler"], env) for _ in range(2)]
     await first.wait_event("scheduler started")
     await second.wait_event("scheduler started")
-    async with asyncio.timeout(15):
-        while len(first.named("fire published") + second.named("fire published")) < 4:
-            await asyncio.sleep(0.05)
+    await eventually(
+        lambda: len(first.named("fire published") + second.named("fire published")) >= 4, 15
+    )
     [leader] = [p for p in (first, second) if p.named("leading")]
     [standby] = [p for p in (first, second) if p is not leader]
     assert standby.named("standing by: another scheduler leads")
@@ -156,9 +156,7 @@ async def test_sighup_reloads_the_schedules_file(
     write_schedules(broker, path, TICK.replace('"tick"', '"tock"'))
     process.proc.send_signal(signal.SIGHUP)
     await process.wait_event("schedules reloaded")
-    async with asyncio.timeout(10):
-        while not await fire_times(broker, "tock"):
-            await asyncio.sleep(0.05)
+    await eventually(lambda: fire_times(broker, "tock"), 10)
     assert await process.stop() == 0
 
 

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
@@ -194,9 +195,7 @@ async def test_sync_handlers_run_in_a_thread(broker: TestBroker, run_worker: Any
     await run_worker(registry(blocking=blocking))
     await publish(broker, envelope("blocking"), plan())
     await publish(broker, envelope("blocking"), plan())
-    async with asyncio.timeout(5):
-        while len(passed) < 2:
-            await asyncio.sleep(0.02)
+    await eventually(lambda: len(passed) >= 2, 5)
     assert await broker.depth(broker.names.failed_queue) == 0
 
 

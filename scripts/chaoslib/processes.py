@@ -6,7 +6,7 @@ is a log line, so a test waits for the event instead of sleeping.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import itertools
 import os
 import signal
@@ -14,6 +14,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from chaoslib.waits import NeverHappened, eventually
 
 SCRIPTS = Path(__file__).resolve().parents[1]
 ROOT = SCRIPTS.parent
@@ -52,12 +54,11 @@ class Proc:
 
     async def wait_log(self, text: str, count: int = 1, timeout: float = 30) -> None:
         """Wait until ``text`` appears ``count`` times in the log."""
-        try:
-            async with asyncio.timeout(timeout):
-                while self.count(text) < count and self.popen.poll() is None:
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(NeverHappened):
+            # Until logged or exited: an exited process logs no more.
+            await eventually(
+                lambda: self.count(text) >= count or self.popen.poll() is not None, timeout
+            )
         if self.count(text) < count:
             why = (
                 f"exit code {self.popen.returncode}" if self.popen.poll() is not None else "timeout"
@@ -83,10 +84,8 @@ class Proc:
 
     async def wait(self, timeout: float = 30) -> int:
         """Wait for the process to exit on its own; return its exit code."""
-        async with asyncio.timeout(timeout):
-            while (code := self.popen.poll()) is None:
-                await asyncio.sleep(0.05)
-        return code
+        await eventually(lambda: self.popen.poll() is not None, timeout, what="exit")
+        return self.popen.returncode
 
     def alive(self) -> bool:
         """True while the process runs."""

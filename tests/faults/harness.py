@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from chaoslib.ledger import Report
@@ -15,13 +13,6 @@ from tests.conftest import TestBroker
 #: How long a frozen broker stays frozen: aiormq gives up on a connection after
 #: 3 x (heartbeat + 1) s without a frame, 9 s at the fault tests' 2 s heartbeat.
 FREEZE_SECONDS = 14
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
-    """Wait until ``condition()`` is true."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.05)
 
 
 @dataclass

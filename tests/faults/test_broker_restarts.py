@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 from chaoslib.ledger import Fate
+from chaoslib.waits import eventually
 from chaoslib.workload import misplaced, workload
 
-from tests.faults.harness import FaultScenario, wait_for
+from tests.faults.harness import FaultScenario
 
 pytestmark = pytest.mark.faults
 
@@ -31,7 +32,7 @@ async def test_a_broker_restart_during_a_publish_burst_loses_no_confirmed_task(
     await scenario.worker()
     tasks = workload(400, 7)
     burst = asyncio.create_task(scenario.publish(tasks, parallel=16))
-    await wait_for(lambda: scenario.ledger.count_confirmed() >= 100)
+    await eventually(lambda: scenario.ledger.count_confirmed() >= 100, 30)
     await break_node(scenario, how)
     await asyncio.wait_for(burst, 60)
     report = await scenario.check()
@@ -49,7 +50,7 @@ async def test_a_broker_killed_with_unacked_deliveries_loses_nothing(
     await scenario.publish(workload(60, 11, seconds=1.0))
     await scenario.worker()
     await scenario.worker()
-    await wait_for(lambda: scenario.ledger.count_attempts() >= 16)
+    await eventually(lambda: scenario.ledger.count_attempts() >= 16, 30)
     await break_node(scenario, "kill")
     report = await scenario.check(timeout=90)
     assert misplaced(report) == [], report.table()
@@ -68,7 +69,7 @@ async def test_on_classic_queues_a_broker_kill_loses_only_tasks_between_queues(
     await scenario.worker()
     await scenario.worker()
     burst = asyncio.create_task(scenario.publish(workload(400, 7), parallel=16))
-    await wait_for(lambda: scenario.ledger.count_confirmed() >= 100)
+    await eventually(lambda: scenario.ledger.count_confirmed() >= 100, 30)
     await break_node(scenario, "kill")
     await asyncio.wait_for(burst, 60)
     report = await scenario.settle(timeout=30)

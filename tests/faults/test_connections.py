@@ -7,9 +7,10 @@ import asyncio
 import pytest
 from chaoslib.ledger import Fate
 from chaoslib.processes import Proc
+from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope, workload
 
-from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario
 
 pytestmark = pytest.mark.faults
 
@@ -38,7 +39,7 @@ async def test_workers_reconnect_after_the_broker_closes_every_connection(
     await scenario.prepare()
     workers = [await scenario.worker(), await scenario.worker()]
     await scenario.publish(workload(40, 3, seconds=0.5))
-    await wait_for(lambda: scenario.ledger.count_attempts() >= 10)
+    await eventually(lambda: scenario.ledger.count_attempts() >= 10, 30)
     await asyncio.to_thread(scenario.node.ctl, "close_all_connections", "fault test")
     await later_tasks_complete_on(scenario, workers)
 
@@ -50,7 +51,7 @@ async def test_workers_resume_after_the_broker_froze_past_several_heartbeats(
     await scenario.prepare()
     workers = [await scenario.worker(), await scenario.worker()]
     await scenario.publish(workload(30, 5, seconds=0.5))
-    await wait_for(lambda: scenario.ledger.count_attempts() >= 10)
+    await eventually(lambda: scenario.ledger.count_attempts() >= 10, 30)
     scenario.node.freeze()
     try:
         await asyncio.sleep(FREEZE_SECONDS)  # past the heartbeat grace: it must reconnect

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from chaoslib.ledger import Fate
 from chaoslib.ledger_handlers import LedgerHandler
+from chaoslib.waits import eventually
 from chaoslib.worker_tasks import TASK
 from chaoslib.workload import ledger_envelope
 
@@ -30,9 +31,7 @@ async def memory_alarm(scenario: FaultScenario) -> AsyncIterator[Any]:
 
     async def raise_alarm() -> None:
         await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0")
-        async with asyncio.timeout(15):
-            while not await alarm_raised(scenario):
-                await asyncio.sleep(0.2)
+        await eventually(lambda: alarm_raised(scenario), 15, interval=0.2)
 
     yield raise_alarm
     await asyncio.to_thread(scenario.node.ctl, "set_vm_memory_high_watermark", "0.4")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from chaoslib.ledger import Fate
 from chaoslib.processes import Proc
+from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope
 
-from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario
 
 pytestmark = pytest.mark.faults
 
@@ -63,7 +64,7 @@ async def test_a_broker_killed_during_a_replay_loses_no_task(
         '"replayed"',
         **scenario.worker_env(),
     )
-    await wait_for(lambda: scenario.ledger.count_attempts() >= len(tasks) + 20, timeout=60)
+    await eventually(lambda: scenario.ledger.count_attempts() >= len(tasks) + 20, timeout=60)
     await asyncio.to_thread(scenario.node.kill)
     await asyncio.to_thread(scenario.node.start)
     assert await replay.wait(timeout=120) == 0, replay.log()[-2000:]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from chaoslib.ledger import Report
 from chaoslib.processes import Proc
+from chaoslib.waits import eventually
 
-from tests.faults.harness import FREEZE_SECONDS, FaultScenario, wait_for
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario
 from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.faults
@@ -57,7 +58,7 @@ def schedules_file(tmp_path: Path) -> Path:
 async def more_fires(scenario: FaultScenario, count: int = 3, timeout: float = 30) -> None:
     """Wait until ``count`` more attempts ran than now."""
     start = scenario.ledger.count_attempts()
-    await wait_for(lambda: scenario.ledger.count_attempts() >= start + count, timeout)
+    await eventually(lambda: scenario.ledger.count_attempts() >= start + count, timeout)
 
 
 async def fires_report(scenario: FaultScenario) -> tuple[Report, list[datetime]]:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 from chaoslib.ledger import Fate
 from chaoslib.processes import Proc
+from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
@@ -20,9 +21,7 @@ pytestmark = pytest.mark.faults
 
 async def wait_attempts(scenario: FaultScenario, count: int, timeout: float = 30) -> None:
     """Wait until the ledger holds ``count`` attempts."""
-    async with asyncio.timeout(timeout):
-        while scenario.ledger.count_attempts() < count:
-            await asyncio.sleep(0.05)
+    await eventually(lambda: scenario.ledger.count_attempts() >= count, timeout)
 
 
 async def keep_one_worker(

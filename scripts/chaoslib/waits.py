@@ -1,0 +1,70 @@
+"""One way to wait for something to become true: the chaos run and the tests poll through it.
+
+A condition is a plain function or a coroutine function. On timeout the error names what was
+awaited and the last value seen, so a failing test says what never happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
+
+#: How often a condition is looked at: often enough not to slow a test, rare enough to be cheap.
+INTERVAL_SECONDS = 0.02
+
+
+class NeverHappened(AssertionError):
+    """A condition stayed false until the timeout."""
+
+
+@overload
+async def eventually(
+    condition: Callable[[], Awaitable[T]],
+    timeout: float = ...,
+    *,
+    what: str | None = ...,
+    interval: float = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    condition: Callable[[], T],
+    timeout: float = ...,
+    *,
+    what: str | None = ...,
+    interval: float = ...,
+) -> T: ...
+
+
+async def eventually(
+    condition: Callable[[], Any],
+    timeout: float = 10,
+    *,
+    what: str | None = None,
+    interval: float = INTERVAL_SECONDS,
+) -> Any:
+    """Poll ``condition`` until it returns something true; return that value.
+
+    Raises ``NeverHappened`` after ``timeout`` seconds, naming ``what`` and the last value.
+    """
+    last: Any = None
+    try:
+        async with asyncio.timeout(timeout):
+            while not (last := await _value(condition)):
+                await asyncio.sleep(interval)
+    except TimeoutError:
+        name = what or getattr(condition, "__qualname__", repr(condition))
+        raise NeverHappened(f"{name} not true after {timeout} s (last: {last!r})") from None
+    return last
+
+
+async def _value(condition: Callable[[], Any]) -> Any:
+    value = condition()
+    if inspect.isawaitable(value):
+        return await value
+    return value
