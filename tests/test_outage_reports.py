@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 from aiormq.exceptions import AMQPConnectionError, ConnectionClosed
 from structlog.testing import capture_logs
 
+from scheduler.service import Scheduler
+from scheduler.settings import SchedulerSettings
+from tests.private_broker import free_port
 from topology.broker.outage import OutageLog
+from topology.schedules.load import parse_schedules
 
 
 class Connection:
@@ -48,3 +54,27 @@ def test_closing_a_connection_on_purpose_is_no_outage() -> None:
         outage.lost(cast(Any, Connection(close_called=True)), None)
         outage.back(cast(Any, Connection()))
     assert logs == []
+
+
+async def test_a_scheduler_that_cannot_reach_the_broker_warns_once_then_retries_at_debug(
+    tmp_path: Path,
+) -> None:
+    """No broker: the first failed try is a warning, the next ones every retry are DEBUG."""
+    settings = SchedulerSettings(
+        namespace="outage",
+        amqp_url=f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+        schedules_file=tmp_path / "schedules.toml",
+        leader_retry_seconds=0.05,
+        schedules_poll_seconds=0,
+    )
+    scheduler = Scheduler(settings, parse_schedules("", settings))
+    with capture_logs() as logs:
+        running = asyncio.create_task(scheduler.run())
+        async with asyncio.timeout(10):
+            while sum(line["event"].startswith("not leading") for line in logs) < 4:
+                await asyncio.sleep(0.02)
+        scheduler.stop()
+        await running
+    levels = [line["log_level"] for line in logs if line["event"].startswith("not leading")]
+    assert levels[0] == "warning"
+    assert set(levels[1:]) == {"debug"}
