@@ -76,6 +76,7 @@ class Scheduler:
         self._stamp = file_stamp(settings.schedules_file)
         #: The connection campaigning or leading now; None while reconnecting.
         self.connection: AbstractConnection | None = None
+        self._sessions = 0  # connections opened so far
         #: Called after every successful reload (the process freezes the new set for the GC).
         self.on_reload: Callable[[], None] | None = None
 
@@ -129,17 +130,15 @@ class Scheduler:
 
     async def _campaign(self) -> None:
         retry = self.settings.leader_retry_seconds
+        reported = -1  # the session count when the broker was last reported missing
         while not self._stop.is_set():
             try:
                 await self._session()
             except TopologyError:
                 raise
             except PUBLISH_ERRORS as error:
-                log.warning(
-                    "not leading: cannot reach the broker or lost the connection; trying again",
-                    error=f"{type(error).__name__}: {error}",
-                    retry_in_s=retry,
-                )
+                _log_unreachable(error, retry, again=reported == self._sessions)
+                reported = self._sessions
             self.leading.clear()
             LEADER.set(0)
             await wait_for_event(self._stop, retry)
@@ -147,6 +146,7 @@ class Scheduler:
     async def _session(self) -> None:
         connection = await open_connection(self.settings)
         self.connection = connection
+        self._sessions += 1
         try:
             if await self._stand_by(connection):
                 await self._lead(connection)
@@ -277,6 +277,15 @@ def _some_names(schedules: ScheduleSet, shown: int = 20) -> list[str]:
     if len(schedules.schedules) > shown:
         names.append(f"... and {len(schedules.schedules) - shown} more")
     return names
+
+
+def _log_unreachable(error: BaseException, retry: float, again: bool) -> None:
+    # Once per outage: the tries after it, every few seconds while it lasts, are DEBUG lines.
+    getattr(log, "debug" if again else "warning")(
+        "not leading: cannot reach the broker or lost the connection; trying again",
+        error=f"{type(error).__name__}: {error}",
+        retry_in_s=retry,
+    )
 
 
 def _log_rejected(error: ScheduleError) -> None:

@@ -171,7 +171,8 @@ class Replayer:
         return limit is not None and self.tally.moved + self.tally.failed + in_flight >= limit
 
     async def _session(self) -> None:
-        connection = await connect(self.settings, "warren-replay")
+        # Losing the broker ends the session: _await_broker says so and opens another.
+        connection = await connect(self.settings, "warren-replay", log_outages=False)
         self._connected = True
         async with connection:
             exchange, plans = await self._publisher(connection)

@@ -1,5 +1,10 @@
 """Structured logging: JSON lines rendered by orjson, or a console renderer for people.
 
+Every line has ``timestamp``, ``level``, ``event`` and ``logger``, also those of the standard
+library's ``logging`` (aio-pika, aiormq, asyncio, handler modules), which structlog renders
+with the same processors through its ``ProcessorFormatter``. structlog's own lines never pass
+through ``logging``.
+
 The worker writes a line per attempt, thousands a second at full speed, so the JSON path is
 kept lean: the timestamp's date and time are formatted once per second, and lines written
 from the event loop are buffered and written once per pass of the loop rather than once each
@@ -15,11 +20,22 @@ import io
 import logging
 import sys
 import time
-from typing import Any, BinaryIO, Literal
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 import orjson
 import structlog
-from structlog.typing import EventDict, WrappedLogger
+from structlog.processors import JSONRenderer, format_exc_info
+from structlog.stdlib import ProcessorFormatter, add_logger_name
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from topology.broker.outage import demote_reconnect_chatter
+from topology.runtime.settings import redact_urls
+
+#: The methods structlog calls on the object it writes to, one per level.
+_METHODS: tuple[str, ...] = ("msg", "debug", "info", "warning", "warn", "error", "critical")
+_METHODS += ("exception", "fatal", "failure")
 
 
 class IsoStamper:
@@ -53,8 +69,8 @@ class LineWriter:
         self._stream = stream
         self._pending = False
 
-    def msg(self, line: bytes) -> None:
-        """Write one line (the method every log level maps to)."""
+    def write(self, line: bytes) -> None:
+        """Write one line."""
         self._stream.write(line + b"\n")
         if self._pending:
             return
@@ -69,8 +85,6 @@ class LineWriter:
     def _flush(self) -> None:
         self._pending = False
         self._stream.flush()
-
-    debug = info = warning = warn = error = critical = exception = fatal = failure = msg
 
 
 def _stdout_buffer() -> BinaryIO:
@@ -89,35 +103,104 @@ def _buffered(fd: int) -> BinaryIO:
     return stream
 
 
-def _line_writer(stream: BinaryIO) -> Any:
-    writer = LineWriter(stream)
-    return lambda *_args: writer
+class Output:
+    """What a structlog logger writes to: its name (the ``logger`` field) and a line writer."""
+
+    def __init__(self, name: str | None, write: Callable[[Any], None]) -> None:
+        self.name = name
+        for method in _METHODS:
+            setattr(self, method, write)
+
+
+class StdlibLines(logging.Handler):
+    """Writes the standard library's records as lines, rendered by a ``ProcessorFormatter``."""
+
+    def __init__(self, write: Callable[[str], None], formatter: logging.Formatter) -> None:
+        super().__init__()
+        self._write = write
+        self.setFormatter(formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Render and write one record."""
+        try:
+            self._write(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+class LogFormat(NamedTuple):
+    """How a ``CRON_LOG_FORMAT`` stamps, renders and writes lines."""
+
+    stamp: list[Processor]
+    render: Processor
+    render_text: Processor  # the standard library's handler wants text
+    write: Callable[[Any], None]
+    write_text: Callable[[str], None]
+
+
+def _json_format() -> LogFormat:
+    writer = LineWriter(_stdout_buffer())
+    return LogFormat(
+        stamp=[IsoStamper(), format_exc_info],
+        render=JSONRenderer(serializer=orjson.dumps),
+        render_text=JSONRenderer(serializer=lambda *a, **kw: orjson.dumps(*a, **kw).decode()),
+        write=writer.write,
+        write_text=lambda text: writer.write(text.encode()),
+    )
+
+
+def _console_format() -> LogFormat:
+    printer = structlog.PrintLogger(sys.stdout)
+    renderer = structlog.dev.ConsoleRenderer()
+    stamp: list[Processor] = [structlog.processors.TimeStamper(fmt="iso", utc=True)]
+    return LogFormat(stamp, renderer, renderer, printer.msg, printer.msg)
+
+
+def _hide_passwords(_logger: WrappedLogger, _method: str, line: Any) -> str:
+    # A library may put a URL with its password into a message or an exception.
+    return redact_urls(line)
 
 
 def configure_logging(level: str = "INFO", fmt: Literal["json", "console"] = "json") -> None:
-    """Configure structlog once per process; context bound with contextvars is merged first."""
-    processors: list[structlog.typing.Processor] = [
+    """Configure structlog once per process, and route the standard library's logging to it."""
+    form = _json_format() if fmt == "json" else _console_format()
+    threshold = logging.getLevelName(level)
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
+        add_logger_name,
+        *form.stamp,
     ]
-    if fmt == "json":
-        processors += [
-            IsoStamper(),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=orjson.dumps),
-        ]
-        factory: Any = _line_writer(_stdout_buffer())
-    else:
-        processors += [
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(),
-        ]
-        factory = structlog.PrintLoggerFactory(sys.stdout)
     structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=factory,
+        processors=[*shared, form.render],
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
+        logger_factory=lambda name=None, *_: Output(name, form.write),
         cache_logger_on_first_use=True,
     )
-    # aio-pika and aiormq log through the standard library: keep their warnings visible.
-    logging.basicConfig(level=max(logging.getLevelName(level), logging.WARNING), stream=sys.stderr)
+    formatter = ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[ProcessorFormatter.remove_processors_meta, form.render_text, _hide_passwords],
+    )
+    _route_stdlib(StdlibLines(form.write_text, formatter), threshold)
+
+
+def _route_stdlib(handler: logging.Handler, threshold: int) -> None:
+    # Also Python's warnings and a crash's traceback: no plain line reaches stdout or stderr.
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if isinstance(h, StdlibLines)]:
+        root.removeHandler(previous)
+    handler.setLevel(threshold)
+    root.addHandler(handler)
+    # Libraries' INFO and DEBUG lines are chatter (aiormq logs every frame) or worse: httpx
+    # logs each request's URL at INFO, with a chat webhook's token in it. Their warnings stay;
+    # those a broker outage repeats are made DEBUG lines, shown at CRON_LOG_LEVEL=DEBUG.
+    root.setLevel(max(threshold, logging.WARNING))
+    demote_reconnect_chatter()
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+
+
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
+) -> None:
+    structlog.get_logger("warren").critical("uncaught exception", exc_info=(kind, error, traceback))

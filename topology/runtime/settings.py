@@ -21,6 +21,8 @@ ENV_PREFIX = "CRON_"
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 S = TypeVar("S", bound=BaseSettings)
+#: ``scheme://user:password@`` anywhere in a text; the password ends at ``@``, ``/`` or a space.
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@/\s]+@", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
@@ -33,6 +35,11 @@ def redact_url(url: str) -> str:
         host = f"{host}:{parts.port}"
     netloc = f"{parts.username}:***@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def redact_urls(text: str) -> str:
+    """Return ``text`` with the password of every URL in it replaced by ``***``."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 def split_list(value: object) -> object:
