@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from aiormq.exceptions import AMQPConnectionError, ConnectionClosed
+from chaoslib.private_broker import free_port
+from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
-from tests.private_broker import free_port
 from topology.broker.outage import OutageLog
 from topology.schedules.load import parse_schedules
 
@@ -70,9 +71,7 @@ async def test_a_scheduler_that_cannot_reach_the_broker_warns_once_then_retries_
     scheduler = Scheduler(settings, parse_schedules("", settings))
     with capture_logs() as logs:
         running = asyncio.create_task(scheduler.run())
-        async with asyncio.timeout(10):
-            while sum(line["event"].startswith("not leading") for line in logs) < 4:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: sum(e["event"].startswith("not leading") for e in logs) >= 4)
         scheduler.stop()
         await running
     levels = [line["log_level"] for line in logs if line["event"].startswith("not leading")]

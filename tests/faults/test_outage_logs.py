@@ -7,9 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
-
-from tests.faults.processes import Proc, Procs
-from tests.private_broker import PrivateBroker
+from chaoslib.private_broker import PrivateBroker
+from chaoslib.processes import Proc, Procs
 
 pytestmark = pytest.mark.faults
 
