@@ -41,9 +41,9 @@ from benchlib.common import (  # noqa: E402 - after the path fix above
     reached,
     reap,
     rss_mb,
-    wait_until,
     worker_env,
 )
+from chaoslib.waits import until  # noqa: E402
 
 from topology.plan import RetryPlan  # noqa: E402
 
@@ -61,7 +61,7 @@ def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: 
             env=worker_env(bench, prefetch, modules),
         )
         attempts = LineCounter(log)
-        wait_until(lambda: attempts() >= expected or process.poll() is not None, 600)
+        until(lambda: attempts() >= expected or process.poll() is not None, 600)
     ended = last_attempt_time(log)
     cpu, rss = reap(process)
     return Run(ended - started, expected, cpu, rss)
@@ -193,14 +193,14 @@ def soak(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
             env=worker_env(bench, args.prefetch),
         )
         attempts = LineCounter(log)
-        wait_until(reached(attempts, 10_000), 600)
+        until(reached(attempts, 10_000), 600)
         early = rss_mb(process.pid)
         done = 10_000
         while done < args.tasks:
             batch = min(20_000, args.tasks - done)
             asyncio.run(bench.fill(batch, "noop", RetryPlan((1000,))))
             done += batch
-            wait_until(reached(attempts, done), 600)
+            until(reached(attempts, done), 600)
         late = rss_mb(process.pid)
     reap(process)
     print_table(

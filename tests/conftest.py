@@ -7,10 +7,11 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import aio_pika
 import pytest
+from aio_pika.abc import AbstractConnection
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
@@ -56,14 +57,22 @@ def _namespace(node: pytest.Item) -> str:
     return f"{SESSION_PREFIX}{slug}_{uuid.uuid4().hex[:4]}"
 
 
+#: The shared broker's URL once a test used it: only then is there anything to sweep.
+_SHARED_USED: list[str] = []
+
+
 @pytest.fixture(scope="session", autouse=True)
-def sweep_leftovers(amqp_url: str) -> Iterator[None]:
-    """After the run, delete anything of this run's namespaces that a test left behind."""
+def sweep_leftovers() -> Iterator[None]:
+    """After the run, delete anything of this run's namespaces that a test left behind.
+
+    It asks for no broker itself, so a run of broker-free tests needs none.
+    """
     yield
     queues = local_names(SESSION_PREFIX, "queues") or []
     exchanges = local_names(SESSION_PREFIX, "exchanges") or []
-    if queues or exchanges:
-        asyncio.run(delete_all(amqp_url, queues, exchanges))
+    for url in _SHARED_USED[:1]:
+        if queues or exchanges:
+            asyncio.run(delete_all(url, queues, exchanges))
 
 
 class TestBroker(BrokerNamespace):
@@ -122,16 +131,37 @@ class TestBroker(BrokerNamespace):
         await delete_all(self.url, queues, exchanges)
 
 
+Node = Literal["shared", "private"]
+
+
 @pytest.fixture
-async def broker(amqp_url: str, request: pytest.FixtureRequest) -> AsyncIterator[TestBroker]:
-    """A namespace of the test's own on the real broker, deleted afterwards."""
-    connection = await aio_pika.connect(
-        amqp_url, client_properties={"connection_name": f"test:{request.node.name}"}
-    )
-    test_broker = TestBroker(amqp_url, _namespace(request.node), connection)
+def node() -> Node:
+    """Where ``broker`` makes its namespace: the machine's shared broker, or (``"private"``)
+    the run's own node, which tests stop, kill and freeze. tests/faults/ overrides it; a test
+    picks with ``@pytest.mark.parametrize("node", [...])``, both to run on each."""
+    return "shared"
+
+
+@pytest.fixture
+async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[TestBroker]:
+    """A namespace of the test's own on a real broker (see ``node``), deleted afterwards."""
+    name: dict[str, Any] = {"connection_name": f"test:{request.node.name}"}
+    connection: AbstractConnection
+    if node == "private":
+        private: PrivateBroker = request.getfixturevalue("private_broker")
+        url = private.url
+        # Robust: the tests restart the node under it.
+        connection = await aio_pika.connect_robust(url, client_properties=name)
+    else:
+        url = request.getfixturevalue("amqp_url")
+        _SHARED_USED.append(url)
+        connection = await aio_pika.connect(url, client_properties=name)
+    test_broker = TestBroker(url, _namespace(request.node), connection)
     try:
         yield test_broker
     finally:
+        if node == "private":
+            private.start()  # a test that stopped it leaves it running for the clean-up
         await connection.close()
         await test_broker.cleanup()
 
@@ -231,18 +261,3 @@ def private_broker(private_node: PrivateBroker) -> Iterator[PrivateBroker]:
     yield private_node
     private_node.thaw()
     private_node.start()
-
-
-@pytest.fixture
-async def private_test_broker(
-    private_broker: PrivateBroker, request: pytest.FixtureRequest
-) -> AsyncIterator[TestBroker]:
-    """A namespace of the test's own on the private node."""
-    connection = await aio_pika.connect_robust(private_broker.url)
-    test_broker = TestBroker(private_broker.url, _namespace(request.node), connection)
-    try:
-        yield test_broker
-    finally:
-        private_broker.start()
-        await connection.close()
-        await test_broker.cleanup()

@@ -266,11 +266,11 @@ async def _exists(broker: TestBroker, queue: str) -> bool:
 
 
 @pytest.mark.faults
+@pytest.mark.parametrize("node", ["private"])
 async def test_a_replay_of_1000_survives_a_broker_restart_midway(
-    private_test_broker: TestBroker, private_broker: PrivateBroker
+    broker: TestBroker, private_broker: PrivateBroker
 ) -> None:
     """Every record ends in the main queue or the failed queue, and the run resumes to the end."""
-    broker = private_test_broker
     envs = await put_failed(broker, 1000)
     broker.plan_keys.add("1m")
     restart: list[asyncio.Future[None]] = []

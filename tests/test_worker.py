@@ -43,6 +43,8 @@ async def test_a_successful_task_is_acked_once(broker: TestBroker, run_worker: A
     assert await broker.depth(broker.names.failed_queue) == 0
 
 
+# Also on the fault tests' private node: what they prove holds only if it retries alike.
+@pytest.mark.parametrize("node", ["shared", pytest.param("private", marks=pytest.mark.faults)])
 async def test_always_failing_task_runs_retries_plus_one_with_exponential_spacing(
     broker: TestBroker, run_worker: Any
 ) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import statistics
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -179,15 +178,6 @@ def reap(process: subprocess.Popen[bytes]) -> tuple[float, float]:
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-
-
-def wait_until(done: Callable[[], bool], timeout: float) -> None:
-    """Poll ``done`` until it is true."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark did not finish in time")
-        time.sleep(0.02)
 
 
 def rss_mb(pid: int) -> float:

@@ -23,6 +23,7 @@ from typing import Any
 
 import aio_pika
 import orjson
+from chaoslib.waits import until
 
 from benchlib.common import (
     Bench,
@@ -33,7 +34,6 @@ from benchlib.common import (
     print_table,
     reap,
     rss_mb,
-    wait_until,
 )
 from benchlib.scheduling import (
     LEADING,
@@ -90,7 +90,7 @@ def burst_round(bench: Bench, count: int, workdir: Path) -> Run:
     time.sleep(max(due.timestamp() - 0.2 - time.time(), 0))
     before = cpu_seconds(process.pid)
     published = LineCounter(log, PUBLISHED)
-    wait_until(lambda: published() >= count, 120 + count / 1000)
+    until(lambda: published() >= count, 120 + count / 1000)
     used = cpu_seconds(process.pid) - before
     last = max(log_time(event) for event in events(log, PUBLISHED))
     _, rss = reap(process)

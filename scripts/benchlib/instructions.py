@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib.common import ROOT, Bench, LineCounter, print_table, reached, wait_until, worker_env
+from chaoslib.waits import until
+
+from benchlib.common import ROOT, Bench, LineCounter, print_table, reached, worker_env
 from topology.plan import RetryPlan
 
 CALLGRIND = ["valgrind", "--tool=callgrind"]
@@ -40,7 +42,7 @@ def ours(bench: Bench, tasks: int, workdir: Path) -> int:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=sink, stderr=subprocess.DEVNULL, env=worker_env(bench, 100)
         )
-        wait_until(reached(LineCounter(log), tasks), 1800)
+        until(reached(LineCounter(log), tasks), 1800)
         process.send_signal(signal.SIGTERM)
         process.wait()
     return total_instructions(out)

@@ -23,8 +23,9 @@ from typing import Any
 
 import aio_pika
 import orjson
+from chaoslib.waits import until
 
-from benchlib.common import Bench, LineCounter, log_time, print_table, reap, wait_until
+from benchlib.common import Bench, LineCounter, log_time, print_table, reap
 from benchlib.scheduling import (
     ATTEMPT,
     LEADING,
@@ -108,7 +109,7 @@ def ours_round(args: argparse.Namespace, bench: Bench, workdir: Path, spread: bo
     # A worker that fell behind finishes what was published before it is stopped.
     published = LineCounter(scheduler_log, PUBLISHED)()
     attempts = LineCounter(worker_log, ATTEMPT)
-    wait_until(lambda: attempts() >= published, 120)
+    until(lambda: attempts() >= published, 120)
     reap(worker)
     asyncio.run(reset(bench))
     window = (led + WARMUP_SECONDS, led + args.seconds - 1)
@@ -123,7 +124,7 @@ def floor_round(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[s
         result = asyncio.run(floor_publish(args, bench))
     finally:
         attempts = LineCounter(log, ATTEMPT)
-        wait_until(lambda: attempts() >= args.schedules * int(args.seconds), 120)
+        until(lambda: attempts() >= args.schedules * int(args.seconds), 120)
         reap(worker)
     asyncio.run(reset(bench))
     return result

@@ -10,8 +10,9 @@ from typing import Any
 
 import aio_pika
 import orjson
+from chaoslib.waits import until
 
-from benchlib.common import DEFAULTS, ROOT, Bench, LineCounter, cron_env, reap, wait_until
+from benchlib.common import DEFAULTS, ROOT, Bench, LineCounter, cron_env, reap
 from topology.declare import declare_topology
 from topology.plan import RetryPlan
 
@@ -69,7 +70,7 @@ def start_scheduler(
     process = start(["-m", "scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
     try:
         leading = LineCounter(log, LEADING)
-        wait_until(lambda: leading() > 0 or process.poll() is not None, timeout)
+        until(lambda: leading() > 0 or process.poll() is not None, timeout)
     except TimeoutError:
         reap(process)
         raise
@@ -81,7 +82,7 @@ def start_scheduler(
 def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[bytes]:
     """Start ``python -m worker`` (``noop`` is built in); returns once it consumes."""
     process = start(["-m", "worker"], bench, log, CRON_PREFETCH=str(prefetch))
-    wait_until(lambda: LineCounter(log, WORKER_STARTED)() > 0, 60)
+    until(lambda: LineCounter(log, WORKER_STARTED)() > 0, 60)
     return process
 
 

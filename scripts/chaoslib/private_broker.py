@@ -7,14 +7,17 @@ never touches the machine's shared broker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+from chaoslib.waits import NeverHappened, until
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -185,13 +188,13 @@ class PrivateBroker:
             return False
         return True
 
-    def _wait_for(self, ready: object, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if callable(ready) and ready():
-                return
-            if self._process is not None and self._process.poll() is not None:
-                break
-            time.sleep(0.25)
+    def _wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        def answered_or_exited() -> bool:
+            return ready() or (self._process is not None and self._process.poll() is not None)
+
+        with contextlib.suppress(NeverHappened):
+            until(answered_or_exited, timeout, interval=0.25)
+        if ready():
+            return
         tail = (self.base / "server.out").read_text(errors="replace")[-2000:]
         raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}")

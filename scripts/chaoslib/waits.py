@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
@@ -58,8 +59,7 @@ async def eventually(
             while not (last := await _value(condition)):
                 await asyncio.sleep(interval)
     except TimeoutError:
-        name = what or getattr(condition, "__qualname__", repr(condition))
-        raise NeverHappened(f"{name} not true after {timeout} s (last: {last!r})") from None
+        raise NeverHappened(_never(condition, what, timeout, last)) from None
     return last
 
 
@@ -68,3 +68,24 @@ async def _value(condition: Callable[[], Any]) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def until(
+    condition: Callable[[], T],
+    timeout: float,
+    *,
+    what: str | None = None,
+    interval: float = INTERVAL_SECONDS,
+) -> T:
+    """``eventually`` for code outside an event loop (benchmarks, node start-up): blocks."""
+    deadline = time.monotonic() + timeout
+    while not (last := condition()):
+        if time.monotonic() > deadline:
+            raise NeverHappened(_never(condition, what, timeout, last))
+        time.sleep(interval)
+    return last
+
+
+def _never(condition: object, what: str | None, timeout: float, last: object) -> str:
+    name = what or getattr(condition, "__qualname__", repr(condition))
+    return f"{name} not true after {timeout} s (last: {last!r})"

@@ -12,8 +12,14 @@ from chaoslib.ledger import Ledger
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.processes import Procs, base_env
 
-from tests.conftest import InProcessWorkers, TestBroker
+from tests.conftest import InProcessWorkers, Node, TestBroker
 from tests.faults.harness import FaultScenario
+
+
+@pytest.fixture
+def node() -> Node:
+    """Fault tests break their broker: each runs on the run's private node."""
+    return "private"
 
 
 @pytest.fixture
@@ -25,9 +31,9 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 @pytest.fixture
-def procs(tmp_path: Path, private_test_broker: TestBroker, ledger: Ledger) -> Iterator[Procs]:
+def procs(tmp_path: Path, broker: TestBroker, ledger: Ledger) -> Iterator[Procs]:
     """Project processes on the test's namespace of the private node; killed at the end."""
-    env = base_env(private_test_broker.url, private_test_broker.names.namespace, ledger.path)
+    env = base_env(broker.url, broker.names.namespace, ledger.path)
     started = Procs(tmp_path, env)
     yield started
     started.kill_all()
@@ -35,10 +41,10 @@ def procs(tmp_path: Path, private_test_broker: TestBroker, ledger: Ledger) -> It
 
 @pytest.fixture
 async def scenario(
-    private_broker: PrivateBroker, private_test_broker: TestBroker, ledger: Ledger, procs: Procs
+    private_broker: PrivateBroker, broker: TestBroker, ledger: Ledger, procs: Procs
 ) -> AsyncIterator[FaultScenario]:
     """A scenario whose topology is declared lazily by ``prepare()``; closed afterwards."""
-    made = FaultScenario(private_broker, private_test_broker, ledger, procs)
+    made = FaultScenario(private_broker, broker, ledger, procs)
     yield made
     procs.kill_all()
     await made.close()
@@ -56,10 +62,8 @@ def private_worker_settings(broker: TestBroker, **overrides: Any) -> Any:
 
 
 @pytest.fixture
-async def run_private_worker(private_test_broker: TestBroker) -> AsyncIterator[Any]:
+async def run_private_worker(broker: TestBroker) -> AsyncIterator[Any]:
     """Start in-process workers on the private node; all are stopped afterwards."""
-    workers = InProcessWorkers(
-        partial(private_worker_settings, private_test_broker), start_timeout=30
-    )
+    workers = InProcessWorkers(partial(private_worker_settings, broker), start_timeout=30)
     yield workers.start_worker
     await workers.stop_all(timeout=60)
