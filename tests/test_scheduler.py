@@ -242,4 +242,7 @@ async def test_a_leader_that_loses_its_connection_stops_and_runs_again(
     count = len(await fire_times(broker))
     await wait_published(broker, count + 2)
     times = await fire_times(broker)
-    assert times == [times[0] + n * SECOND for n in range(len(times))]
+    assert sorted(set(times)) == [min(times) + n * SECOND for n in range(len(set(times)))]
+    # A loss between a fire's confirm and its watermark repeats that one fire (at least once,
+    # never lost); its run id lets handlers drop the repeat.
+    assert len(times) - len(set(times)) <= 1
