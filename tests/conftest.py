@@ -151,6 +151,15 @@ async def broker(amqp_url: str, request: pytest.FixtureRequest) -> AsyncIterator
         await test_broker.cleanup()
 
 
+@pytest.fixture
+async def confirming(broker: TestBroker) -> AsyncIterator[AbstractChannel]:
+    """A channel with publisher confirms where returns raise, as the scheduler's."""
+    channel = await broker.connection.channel(publisher_confirms=True, on_return_raises=True)
+    yield channel
+    if not channel.is_closed:
+        await channel.close()
+
+
 class ReadyService(Service, Protocol):
     """A service that says when it consumes (worker, monitor)."""
 
