@@ -1,12 +1,12 @@
 """Publish many messages in one write, each confirmed (or returned, or nacked) on its own.
 
 aio-pika sends one message per call, and every call takes the channel lock, starts a
-timeout, waits for its own drain and runs a few tasks: about 250 µs of CPU per message on a
-small machine, so a burst of 10,000 fires would spend seconds in the client alone. Here a
-whole batch is marshalled into one write on the same aiormq channel, and each message's
-delivery tag is entered in aiormq's own confirmation table, as ``basic_publish`` does, so
-the broker's acks, nacks and returns, and a channel that closes, settle each message
-exactly as they would settle a single publish.
+timeout, waits for its own drain and runs a few tasks, so a burst of thousands of fires
+would spend seconds in the client alone (figures in BENCHMARKS.md). Here a whole batch is
+marshalled into one write on the aiormq channel underneath, and each message's confirm is
+entered in aiormq's own tables (``topology/broker/underlay.py``), so the broker's acks,
+nacks and returns, and a channel that closes, decide each message's outcome exactly as
+they would a single publish's.
 """
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
-import aiormq
 from aio_pika.abc import AbstractChannel
-from aiormq.abc import ChannelFrame
-from aiormq.exceptions import ChannelInvalidStateError
 
+from topology.broker.underlay import Confirms, max_body, underlay, write_confirmed
 from topology.envelope import CONTENT_TYPE
 
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY = 1, 2, 3
@@ -104,36 +101,19 @@ def encode(message: Outgoing, channel: int, max_body: int) -> bytes:
 
 
 class Sent:
-    """The messages of one batch on their way, each with a future the broker settles."""
+    """The messages of one batch on their way, each waiting for the broker's confirm."""
 
-    def __init__(self, raw: aiormq.Channel, first: int, messages: Sequence[Outgoing]) -> None:
-        self._raw = raw
-        self._first = first
-        self._messages = messages
-        self.futures = [_register(raw, first + i, m) for i, m in enumerate(messages)]
+    def __init__(self, confirms: Confirms) -> None:
+        self._confirms = confirms
+        self.futures = confirms.futures
 
-    async def settle(self, deadline: float) -> list[BaseException | None]:
+    async def confirmed(self, deadline: float) -> list[BaseException | None]:
         """Wait for every confirm until ``deadline`` (monotonic); per message None or why not."""
         if self.futures:
             await asyncio.wait(self.futures, timeout=max(deadline - time.monotonic(), 0))
         results = [_outcome(future) for future in self.futures]
-        self._forget()
+        self._confirms.forget()
         return results
-
-    def _forget(self) -> None:
-        # Returns are matched by message_id; once settled the entries would only pile up.
-        tags = self._raw.message_id_delivery_tag
-        for offset, message in enumerate(self._messages):
-            if tags.get(message.message_id) == self._first + offset:
-                del tags[message.message_id]
-
-    def unregister(self) -> None:
-        """Take back tags the broker never saw, as ``basic_publish`` does after a failure."""
-        self._raw.delivery_tag = self._first - 1
-        for offset, future in enumerate(self.futures):
-            self._raw.confirmations.pop(self._first + offset, None)
-            future.cancel()
-        self._forget()
 
 
 def _outcome(future: asyncio.Future[Any]) -> BaseException | None:
@@ -146,53 +126,13 @@ def _outcome(future: asyncio.Future[Any]) -> BaseException | None:
 
 
 async def publish_batch(channel: AbstractChannel, messages: Sequence[Outgoing]) -> Sent:
-    """Send the messages, mandatory, in one write; each one's future settles on its confirm.
+    """Send the messages, mandatory, in one write; ``Sent.confirmed`` waits for their confirms.
 
     The channel must have publisher confirms and ``on_return_raises``: a returned message
     then fails with ``PublishError``, a nacked one with ``DeliveryError``, and every pending
     one when the channel closes.
     """
-    raw = cast(aiormq.Channel, await channel.get_underlay_channel())
-    _fail_on_close(raw)
-    data = b"".join(encode(m, raw.number, raw.max_content_size) for m in messages)
-    payload = ChannelFrame(payload=data, should_close=False)
-    async with raw.lock:
-        sent = Sent(raw, raw.delivery_tag + 1, messages)
-        raw.delivery_tag += len(messages)
-        try:
-            await raw.write_queue.put(payload)
-        except BaseException:
-            # Not queued, so the broker never saw these tags: reusing them keeps the
-            # broker's confirms matched to the right messages.
-            sent.unregister()
-            raise
-    return sent
-
-
-def _register(raw: aiormq.Channel, tag: int, message: Outgoing) -> asyncio.Future[Any]:
-    # A plain future: aiormq's own (``raw.create_future``) carries three callbacks that
-    # cost a quarter of a burst's CPU; ``_fail_on_close`` does what they were there for.
-    confirmation: asyncio.Future[Any] = raw.loop.create_future()
-    raw.confirmations[tag] = confirmation
-    raw.message_id_delivery_tag[message.message_id] = tag
-    return confirmation
-
-
-#: aiormq channels whose pending confirms are failed when they close.
-_WATCHED: weakref.WeakSet[aiormq.Channel] = weakref.WeakSet()
-
-
-def _fail_on_close(raw: aiormq.Channel) -> None:
-    if raw in _WATCHED:
-        return
-    _WATCHED.add(raw)
-
-    def closed(closing: asyncio.Future[Any]) -> None:
-        error = None if closing.cancelled() else closing.exception()
-        reason = error or ChannelInvalidStateError("the channel closed")
-        for confirmation in list(raw.confirmations.values()):
-            if isinstance(confirmation, asyncio.Future) and not confirmation.done():
-                confirmation.set_exception(reason)
-                confirmation.exception()  # read: no "never retrieved" if nobody waits
-
-    raw.closing.add_done_callback(closed)
+    raw = await underlay(channel)
+    size = max_body(raw)
+    data = b"".join(encode(m, raw.number, size) for m in messages)
+    return Sent(await write_confirmed(raw, data, [m.message_id for m in messages]))

@@ -2,9 +2,9 @@
 
 Fires go out in batches (``scheduler/batch.py``): up to ``CHUNK`` messages a write and
 ``WINDOW`` confirms in flight, so a burst of thousands costs little more than the broker's
-own work. Each fire is settled on its own: confirmed ones are logged and counted; one that
-is nacked, returned, not confirmed in time or caught on a closed channel is handed back to
-the caller, which publishes it again (on a fresh channel when the old one died). Losing the
+own work. Each fire has its own outcome: confirmed ones are logged and counted; one that is
+nacked, returned, not confirmed in time or caught on a closed channel is handed back to the
+caller, which publishes it again (on a fresh channel when the old one died). Losing the
 connection means losing leadership: the fire is left to the next leader, which finds it
 after the watermark and applies the schedule's catch-up policy.
 """
@@ -110,7 +110,7 @@ class FirePublisher:
     async def _pipeline(
         self, channel: AbstractChannel, fires: Sequence[Fire], tries: Mapping[str, int]
     ) -> list[Fire]:
-        # Up to WINDOW fires in flight: the oldest chunk is settled before more are sent.
+        # Up to WINDOW fires in flight: the oldest chunk's confirms are awaited before more go.
         failed: list[Fire] = []
         pending: deque[tuple[Sequence[Fire], Sent, float]] = deque()
         for start in range(0, len(fires), CHUNK):
@@ -123,9 +123,9 @@ class FirePublisher:
                 continue
             pending.append((chunk, sent, time.monotonic() + CONFIRM_TIMEOUT_SECONDS))
             if len(pending) * CHUNK >= WINDOW:
-                failed += await self._settle(*pending.popleft(), tries)
+                failed += await self._await_confirms(*pending.popleft(), tries)
         while pending:
-            failed += await self._settle(*pending.popleft(), tries)
+            failed += await self._await_confirms(*pending.popleft(), tries)
         return failed
 
     async def _ready(self, fires: Sequence[Fire]) -> AbstractChannel:
@@ -141,10 +141,10 @@ class FirePublisher:
         exchange = self._names.tasks_exchange
         return await publish_batch(channel, [fire_message(s, f, exchange) for f, s in chunk])
 
-    async def _settle(
+    async def _await_confirms(
         self, chunk: Sequence[Fire], sent: Sent, deadline: float, tries: Mapping[str, int]
     ) -> list[Fire]:
-        outcomes = await sent.settle(deadline)
+        outcomes = await sent.confirmed(deadline)
         failed = []
         for fire, error in zip(chunk, outcomes, strict=True):
             if error is None:

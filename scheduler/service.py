@@ -68,8 +68,8 @@ class Scheduler:
         self.schedules = schedules
         #: Set while this scheduler leads and publishes.
         self.leading = asyncio.Event()
-        #: The last watermark this scheduler wrote: every fire up to it is settled.
-        self.settled_up_to: datetime | None = None
+        #: The last watermark this scheduler wrote: every fire up to it is handled.
+        self.handled_up_to: datetime | None = None
         self._clock = clock
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -198,11 +198,11 @@ class Scheduler:
             now = max(self._clock(), cursor)
             batch = heap.pop_due(now)
             if batch:
-                if not await self._settle(batch, publisher):
+                if not await self._handle(batch, publisher):
                     return
                 cursor = now
                 await watermark.write(cursor)
-                self.settled_up_to = cursor
+                self.handled_up_to = cursor
             await self._sleep_until(heap.next_time())
 
     async def _start_cursor(self, watermark: Watermark) -> datetime:
@@ -215,10 +215,10 @@ class Scheduler:
             behind = round((now - stored).total_seconds(), 3)
             log.info("catching up from the watermark", watermark=utc_text(stored), behind_s=behind)
         await watermark.write(stored)  # a fresh copy: reads never pile up on one message
-        self.settled_up_to = stored
+        self.handled_up_to = stored
         return stored
 
-    async def _settle(self, batch: Batch, publisher: FirePublisher) -> bool:
+    async def _handle(self, batch: Batch, publisher: FirePublisher) -> bool:
         for skipped in batch.skipped:
             MISSED_FIRES.labels(schedule=skipped.schedule.name).inc()
             log.warning(

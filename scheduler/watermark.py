@@ -1,4 +1,4 @@
-"""The watermark: "every fire up to T is settled", kept in the broker for the next leader.
+"""The watermark: "every fire up to T is handled", kept in the broker for the next leader.
 
 It lives in the durable one-message queue ``<ns>_scheduler.watermark``: the queue holds at
 most one message, so publishing a new watermark drops the old one, and a confirmed publish
@@ -22,6 +22,9 @@ from topology.names import Names
 from topology.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
+#: The watermark's key in its message body. Its spelling is the stored format: renamed, a new
+#: scheduler would not read the watermark an older one left, and would catch nothing up.
+KEY = "settled_up_to"
 
 
 class Watermark:
@@ -56,14 +59,14 @@ class Watermark:
         # Handed back at once: the message stays until a newer watermark replaces it.
         await message.nack(requeue=True)
         try:
-            return datetime.fromisoformat(orjson.loads(message.body)["settled_up_to"])
+            return datetime.fromisoformat(orjson.loads(message.body)[KEY])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             log.warning("watermark unreadable; starting without catch-up", error=repr(error))
             return None
 
     async def write(self, moment: datetime) -> None:
         """Store ``moment``; returns once the broker confirmed it."""
-        body = orjson.dumps({"settled_up_to": utc_text(moment), "written_at": utc_text(utcnow())})
+        body = orjson.dumps({KEY: utc_text(moment), "written_at": utc_text(utcnow())})
         message = aio_pika.Message(
             body, content_type=CONTENT_TYPE, delivery_mode=aio_pika.DeliveryMode.PERSISTENT
         )

@@ -6,7 +6,7 @@ broker is never touched), worker processes running a ledger handler that records
 attempt in SQLite, and publishes N tasks (default 10,000): most succeed, a share fails
 transiently and recovers, a share fails for good, a share exhausts its retries. Meanwhile a
 driver, seeded and printed so a run can be repeated, kills and stops workers, closes every
-connection, restarts the broker and kills it. When the work is done the run settles without
+connection, restarts the broker and kills it. When the work is done the run goes quiet without
 faults and prints the ledger table: lost, completed, failed, duplicated.
 
 Exit codes: 0 nothing lost, 1 a task was lost, unaccounted for or duplicated without a

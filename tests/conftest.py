@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import aio_pika
 import pytest
-from aio_pika.abc import AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
@@ -164,6 +164,15 @@ async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[Te
             private.start()  # a test that stopped it leaves it running for the clean-up
         await connection.close()
         await test_broker.cleanup()
+
+
+@pytest.fixture
+async def confirming(broker: TestBroker) -> AsyncIterator[AbstractChannel]:
+    """A channel with publisher confirms where returns raise, as the scheduler's."""
+    channel = await broker.connection.channel(publisher_confirms=True, on_return_raises=True)
+    yield channel
+    if not channel.is_closed:
+        await channel.close()
 
 
 class ReadyService(Service, Protocol):

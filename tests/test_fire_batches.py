@@ -1,4 +1,4 @@
-"""Fires go out in batches: the same messages as one publish each, each settled on its own."""
+"""Fires go out in batches: the same messages as one publish each, each confirmed on its own."""
 
 from __future__ import annotations
 
@@ -92,15 +92,6 @@ def test_schedules_sharing_a_cron_expression_share_one_timing_and_its_answers() 
     assert answers == [T0 + timedelta(hours=6), T0 + timedelta(hours=12), T0 + timedelta(hours=6)]
 
 
-@pytest.fixture
-async def confirming(broker: TestBroker) -> AsyncIterator[AbstractChannel]:
-    """A channel with publisher confirms where returns raise, as the scheduler's."""
-    channel = await broker.connection.channel(publisher_confirms=True, on_return_raises=True)
-    yield channel
-    if not channel.is_closed:
-        await channel.close()
-
-
 def envelopes(count: int, prefix: str = "e") -> list[Envelope]:
     """``count`` distinct envelopes."""
     return [
@@ -122,7 +113,7 @@ async def test_every_message_of_a_batch_is_confirmed_and_arrives_as_sent(
         for i in range(0, 600, 200)
     ]
     deadline = asyncio.get_running_loop().time() + 30
-    outcomes = [o for batch in batches for o in await batch.settle(deadline)]
+    outcomes = [o for batch in batches for o in await batch.confirmed(deadline)]
     assert outcomes == [None] * 600
     messages = await broker.get_all(topology.main.name)
     assert [m.body for m in messages] == [e.encode() for e in sent]
@@ -151,7 +142,7 @@ async def test_a_returned_or_nacked_message_fails_alone_and_the_others_are_confi
             outgoing(last, "", full),
         ]
         sent = await publish_batch(confirming, batch)
-        outcomes = await sent.settle(asyncio.get_running_loop().time() + 30)
+        outcomes = await sent.confirmed(asyncio.get_running_loop().time() + 30)
     finally:
         await confirming.queue_delete(full)
     assert outcomes[0] is None
@@ -167,7 +158,7 @@ async def test_pending_confirms_fail_when_the_channel_closes_not_at_the_deadline
     exchange = f"{broker.names.namespace}_no_such_exchange"
     sent = await publish_batch(confirming, [outgoing(e, exchange, "k") for e in envelopes(3)])
     # Without close detection these would fail only at the deadline, as TimeoutErrors.
-    outcomes = await sent.settle(asyncio.get_running_loop().time() + 20)
+    outcomes = await sent.confirmed(asyncio.get_running_loop().time() + 20)
     assert all(isinstance(o, ChannelNotFoundEntity) for o in outcomes)
 
 

@@ -175,7 +175,7 @@ async def test_a_new_leader_applies_catch_up_to_fires_missed_since_the_watermark
     await store_watermark(broker, now - 2 * HOUR)
     with capture_logs() as logs:
         instance = await schedulers.start(path)
-        await eventually(lambda: (instance.settled_up_to or now - HOUR) >= now)
+        await eventually(lambda: (instance.handled_up_to or now - HOUR) >= now)
     skipped = [e["scheduled_for"] for e in logs if e["event"] == "fire skipped"]
     assert await fire_times(broker) == [now - ago * HOUR for ago in published_ago]
     assert skipped == [utc_text(now - ago * HOUR) for ago in skipped_ago]

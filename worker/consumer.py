@@ -15,6 +15,7 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 
 from topology.broker.connect import connect, publish_channel
+from topology.broker.underlay import underlay
 from topology.declare import declare_topology
 from topology.envelope import Envelope
 from topology.errors import MessageDecodeError
@@ -93,8 +94,8 @@ class Worker:
             await self._subscription.flush_acks()
             # Asked on the consuming channel: the answer comes after any delivery the queue
             # sent before it, so a delivery on its way has cleared ``_idle`` by then.
-            underlay = await self._channel.get_underlay_channel()
-            declared = await underlay.queue_declare(self.names.main_queue, passive=True)
+            raw = await underlay(self._channel)
+            declared = await raw.queue_declare(self.names.main_queue, passive=True)
             if not declared.message_count and self._idle.is_set():
                 return
             await asyncio.sleep(JOIN_POLL_SECONDS)

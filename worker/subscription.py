@@ -15,14 +15,14 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
-import aiormq
 import structlog
 from aio_pika.abc import AbstractRobustChannel
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
+from topology.broker.underlay import RawChannel, consuming, underlay
 from worker.acks import Acks
 
 log = structlog.get_logger("worker")
@@ -47,10 +47,12 @@ class Subscription:
         self._cancelled = False
         self._keeper: asyncio.Task[None] | None = None
         self._acks: Acks | None = None
+        #: The aiormq channel consumed on last; a reopened channel has a new one.
+        self._raw: RawChannel | None = None
 
     async def start(self, redeclare: Redeclare) -> None:
         """Consume now, and again whenever the consumer is lost, until ``stop``."""
-        await self._consume(await self._live())
+        await self._consume(await underlay(self._channel))
         self._channel.reopen_callbacks.add(self._on_reopen)
         self._keeper = asyncio.create_task(self._keep(redeclare))
 
@@ -60,11 +62,11 @@ class Subscription:
         if self._keeper is not None:
             self._keeper.cancel()
             await asyncio.gather(self._keeper, return_exceptions=True)
-        underlay = self._underlay()
-        if underlay is None or self._tag not in underlay.consumers:
+        raw = self._raw
+        if raw is None or not consuming(raw, self._tag):
             return
         try:
-            await underlay.basic_cancel(self._tag, timeout=CANCEL_TIMEOUT_SECONDS)
+            await raw.basic_cancel(self._tag, timeout=CANCEL_TIMEOUT_SECONDS)
         except Exception as error:
             # Deliveries that still arrive go back unacked when the connection closes.
             log.warning("consumer not cancelled", queue=self._queue, error=repr(error))
@@ -76,26 +78,15 @@ class Subscription:
 
     def active(self) -> bool:
         """True while the broker delivers to this consumer."""
-        underlay = self._underlay()
-        return underlay is not None and self._tag in underlay.consumers
+        return self._raw is not None and consuming(self._raw, self._tag)
 
-    def _underlay(self) -> aiormq.Channel | None:
-        if self._channel.is_closed:
-            return None
-        # aio-pika offers the live aiormq channel only through an async getter.
-        context = getattr(self._channel, "_channel", None)
-        return None if context is None else cast(aiormq.Channel, context.channel)
-
-    async def _live(self) -> aiormq.Channel:
-        # Its consumers map is what a broker-side Basic.Cancel empties.
-        return cast(aiormq.Channel, await self._channel.get_underlay_channel())
-
-    async def _consume(self, underlay: aiormq.Channel) -> None:
-        underlay.on_consumer_cancel_callbacks.add(self._on_cancel)
+    async def _consume(self, raw: RawChannel) -> None:
+        raw.on_consumer_cancel_callbacks.add(self._on_cancel)
         # One Acks per channel: delivery tags count from 1 again on a reopened channel.
-        self._acks = Acks(underlay)
+        self._acks = Acks(raw)
+        self._raw = raw
         deliver = partial(self._on_delivery, self._acks)
-        await underlay.basic_consume(self._queue, deliver, consumer_tag=self._tag)
+        await raw.basic_consume(self._queue, deliver, consumer_tag=self._tag)
 
     def _on_cancel(self, frame: Basic.Cancel) -> None:
         if frame.consumer_tag == self._tag:
@@ -117,12 +108,12 @@ class Subscription:
                 self._wake.set()
 
     async def _restore(self, redeclare: Redeclare) -> None:
-        underlay = await self._live()
-        if self._tag in underlay.consumers:
+        raw = await underlay(self._channel)
+        if consuming(raw, self._tag):
             return
         if self._cancelled:
             # The queue may be gone: declare it (and its bindings) before consuming.
             await redeclare()
             self._cancelled = False
-        await self._consume(underlay)
+        await self._consume(raw)
         log.info("consuming again", queue=self._queue)

@@ -7,7 +7,7 @@ confirm. Interleaved with it, a plain aio-pika publisher sends N messages the wa
 clients would (``Exchange.publish``, persistent, mandatory, 500 confirms in flight).
 
 At rest: the scheduler on 100,000 schedules none of which is due for ten minutes; CPU over a
-quiet window once it has settled, and RSS.
+quiet window once its start is over, and RSS.
 """
 
 from __future__ import annotations

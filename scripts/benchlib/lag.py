@@ -151,7 +151,7 @@ async def confirm_times(sent: Sent) -> list[float]:
     stamps: list[float] = []
     for future in sent.futures:
         future.add_done_callback(lambda _: stamps.append(time.time()))
-    await sent.settle(time.monotonic() + 30)
+    await sent.confirmed(time.monotonic() + 30)
     return stamps
 
 

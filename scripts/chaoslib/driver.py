@@ -10,7 +10,7 @@ driver waits a random pause, then does one of:
 - ``kill-broker``: ``kill -9`` the node, then start it (quorum queues only: classic queues
   dead-letter at most once, so a broker crash may lose a task between two queues).
 
-It stops once every task is published and nothing is in flight; then the run settles
+It stops once every task is published and nothing is in flight; then the run goes quiet
 without faults and the ledger classifies every task.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from chaoslib.ledger import Report
 from chaoslib.processes import Proc
-from chaoslib.scenario import NotSettled, Scenario
+from chaoslib.scenario import Scenario, StillInFlight
 from chaoslib.workload import workload
 
 #: Every fault the driver knows, with its weight when it picks one.
@@ -51,7 +51,7 @@ class ChaosConfig:
     pause: tuple[float, float] = (1.0, 4.0)
     faults: tuple[str, ...] = tuple(FAULTS)
     max_seconds: float = 1800
-    settle_seconds: float = 300
+    quiet_seconds: float = 300
     task_seconds: float = 0.05
     #: Tasks published a second (None: as fast as the broker confirms them).
     rate: float | None = 50.0
@@ -111,7 +111,7 @@ class Chaos:
         self._choices = [name for name in FAULTS if name in allowed]
 
     async def run(self) -> ChaosResult:
-        """Publish, break things until the work is done, settle, and judge."""
+        """Publish, break things until the work is done, wait for quiet, and judge."""
         self._started = time.monotonic()
         tasks = workload(self.config.tasks, self.config.seed, seconds=self.config.task_seconds)
         self.workers = [await self._spawn().ready() for _ in range(self.config.workers)]
@@ -122,8 +122,8 @@ class Chaos:
         await self._ensure_workers()
         left: dict[str, int] | None = None
         try:
-            report = await self.scenario.settle(self.config.settle_seconds)
-        except NotSettled:
+            report = await self.scenario.wait_quiet(self.config.quiet_seconds)
+        except StillInFlight:
             left = await self.scenario.in_flight()
             report = self.scenario.ledger.report()
         seconds = time.monotonic() - self._started

@@ -38,12 +38,12 @@ PUBLISH_ERRORS: tuple[type[BaseException], ...] = (
     RuntimeError,
     TimeoutError,
 )
-#: Seconds between two looks at the broker while a scenario settles.
+#: Seconds between two looks at the broker while a scenario waits for quiet.
 POLL_SECONDS = 0.5
 
 
-class NotSettled(AssertionError):
-    """Tasks were still in flight when a scenario's time to settle ran out."""
+class StillInFlight(AssertionError):
+    """Tasks were still in flight when a scenario's wait for quiet ran out."""
 
 
 def fingerprint(message: AbstractIncomingMessage) -> str:
@@ -179,11 +179,11 @@ class Scenario:
             if (row["name"] == prefix or row["name"].startswith(retry)) and row["messages"]
         }
 
-    async def settle(self, timeout: float = 60, patience: float = 15) -> Report:
+    async def wait_quiet(self, timeout: float = 60, patience: float = 15) -> Report:
         """Collect failed records until nothing is in flight and every task is accounted for."""
         # Two quiet readings in a row end the wait. Missing tasks get ``patience`` seconds of
         # quiet more (a queue recovering after a crash may look empty); anything still in
-        # flight after ``timeout`` raises NotSettled.
+        # flight after ``timeout`` raises StillInFlight.
         quiet, left = 0, None
         report = self.ledger.report()
         try:
@@ -195,7 +195,7 @@ class Scenario:
                     quiet = quiet + 1 if left == {} else 0
         except TimeoutError:
             if left:
-                raise NotSettled(
+                raise StillInFlight(
                     f"still in flight after {timeout}s: {left}\n{report.table()}"
                 ) from None
         return report

@@ -27,7 +27,7 @@ class FaultScenario(Scenario):
 
     async def check(self, timeout: float = 60) -> Report:
         """Settle, then assert nothing was lost, unexpected or duplicated without a cause."""
-        report = await self.settle(timeout)
+        report = await self.wait_quiet(timeout)
         assert report.lost == [], f"lost {report.lost}\n{report.table()}"
         assert report.unexpected == [], f"unexpected {report.unexpected}"
         assert report.unexplained == [], f"unexplained duplicates {report.unexplained}"

@@ -72,7 +72,7 @@ async def test_on_classic_queues_a_broker_kill_loses_only_tasks_between_queues(
     await eventually(lambda: scenario.ledger.count_confirmed() >= 100, 30)
     await break_node(scenario, "kill")
     await asyncio.wait_for(burst, 60)
-    report = await scenario.settle(timeout=30)
+    report = await scenario.wait_quiet(timeout=30)
     for run_id in report.lost:
         *_, (_, _, outcome) = report.runs[run_id].attempts or [(0, False, "never ran")]
         assert outcome == "retryable", (run_id, report.runs[run_id].attempts)

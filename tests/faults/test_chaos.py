@@ -34,7 +34,7 @@ async def test_a_chaos_run_with_every_fault_loses_no_task(scenario: FaultScenari
             "restart-broker",
         ),
         task_seconds=0.2,
-        settle_seconds=120,
+        quiet_seconds=120,
     )
     result = await Chaos(scenario, config).run()
     assert result.ok, f"seed {seed}\n{result.table()}"

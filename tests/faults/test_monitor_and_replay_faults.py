@@ -68,7 +68,7 @@ async def test_a_broker_killed_during_a_replay_loses_no_task(
     await asyncio.to_thread(scenario.node.kill)
     await asyncio.to_thread(scenario.node.start)
     assert await replay.wait(timeout=120) == 0, replay.log()[-2000:]
-    report = await scenario.settle(timeout=90)
+    report = await scenario.wait_quiet(timeout=90)
     assert (report.lost, report.unexpected) == ([], []), report.table()
     for env in tasks:
         run = report.runs[env.run_id]

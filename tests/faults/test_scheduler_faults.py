@@ -63,7 +63,7 @@ async def more_fires(scenario: FaultScenario, count: int = 3, timeout: float = 3
 
 async def fires_report(scenario: FaultScenario) -> tuple[Report, list[datetime]]:
     """Settle, expect every whole second between the first and the last fire run, classify."""
-    seen = (await scenario.settle()).unexpected  # fires are not published by the test
+    seen = (await scenario.wait_quiet()).unexpected  # fires are not published by the test
     times = sorted(datetime.fromisoformat(run_id.split("@", 1)[1]) for run_id in seen)
     moment = times[0]
     while moment <= times[-1]:

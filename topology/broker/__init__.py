@@ -1,1 +1,1 @@
-"""Talking to RabbitMQ: connections, and reading queues without taking anything out."""
+"""Talking to RabbitMQ: connections, reading queues without taking anything out, and aiormq."""

@@ -186,7 +186,8 @@ class Replayer:
                     await self._one(message, exchange, plans, moves)
                     if self.options.progress is not None:
                         self.options.progress(*held.progress(message))
-                # Every move settles before the channel closes and returns what was not acked.
+                # Every move ends (copy confirmed, record acked) before the channel closes and
+                # returns what was not acked.
                 await moves.drain()
 
     async def _publisher(
