@@ -11,4 +11,6 @@ if ! ensure_broker; then
 fi
 echo "== ruff";   "$VENV/bin/ruff" check .
 echo "== mypy";   "$VENV/bin/mypy" topology worker scheduler scripts tests examples
-echo "== pytest"; "$VENV/bin/pytest" "$@"
+# Most tests wait on the broker, not the CPU: three processes keep two cores busy, and
+# work-stealing keeps the long fault tests from queueing behind one another.
+echo "== pytest"; "$VENV/bin/pytest" -n "${WARREN_TEST_PROCESSES:-3}" --dist worksteal "$@"
