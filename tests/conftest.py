@@ -113,6 +113,17 @@ class TestBroker(BrokerNamespace):
         await channel.close()
         return messages
 
+    async def reject_head(self, count: int = 1) -> None:
+        """Take ``count`` messages from the main queue's head and reject them, as a failed
+        attempt does: each moves on to the retry queue its routing key names."""
+        channel = await self.channel()
+        main = await channel.declare_queue(self.names.main_queue, passive=True)
+        for _ in range(count):
+            message = await main.get(timeout=5)
+            assert message is not None, "the main queue is empty"
+            await message.reject(requeue=False)
+        await channel.close()
+
     async def wait_depth(self, queue: str, count: int, timeout: float = 10) -> None:
         """Wait until ``queue`` holds at least ``count`` ready messages."""
 

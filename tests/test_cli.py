@@ -14,21 +14,10 @@ import pytest
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import envelope, publish
+from tests.scheduling import env_for
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.broker
-
-
-def env_for(broker: TestBroker, **extra: str) -> dict[str, str]:
-    """Environment of a subprocess working in the test's namespace."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
-    env.update(
-        CRON_NAMESPACE=broker.names.namespace,
-        CRON_AMQP_URL=broker.url,
-        CRON_LOG_FORMAT="json",
-        **extra,
-    )
-    return env
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -84,12 +84,7 @@ async def test_records_the_broker_dead_lettered_alone_get_a_derived_reason(
     await broker.declare()
     for key, run_id in (("final", "r-final"), ("7s-9s", "r-unrouted")):
         await publish_raw(broker, envelope("job").encode(), key, message_id=run_id)
-        channel = await broker.channel()
-        main = await channel.declare_queue(broker.names.main_queue, passive=True)
-        message = await main.get(timeout=5)
-        assert message is not None
-        await message.reject(requeue=False)
-        await channel.close()
+        await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 2)
     rows = json_out(run_script(broker, "failed.py", "list", "--json"))
     assert [(r["run_id"], r["reason"], r["attempts"]) for r in rows] == [

@@ -136,11 +136,7 @@ async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
     """The same head past TTL plus margin is a stall; the broker cannot stall on demand,
     so the monitor's clock is moved an hour ahead instead."""
     await publish(broker, envelope("job"), plan(60_000))
-    channel = await broker.channel()
-    main = await channel.declare_queue(broker.names.main_queue, passive=True)
-    message = await main.get(timeout=5)
-    assert message is not None
-    await message.reject(requeue=False)  # now waiting 60 s in the retry queue
+    await broker.reject_head()  # now waiting 60 s in the retry queue
     retry = broker.names.retry_queue("1m")
     await broker.wait_depth(retry, 1)
     offset = [0.0]

@@ -14,20 +14,10 @@ from worker.registry import Registry
 pytestmark = pytest.mark.broker
 
 
-async def _reject_head(broker: TestBroker) -> None:
-    """Reject the head of the main queue: it moves to its retry queue, as after a failure."""
-    channel = await broker.channel()
-    main = await channel.declare_queue(broker.names.main_queue, passive=True)
-    message = await main.get(timeout=5)
-    assert message is not None
-    await message.reject(requeue=False)
-    await channel.close()
-
-
 async def test_every_queue_is_shown_with_depth_consumers_and_age(broker: TestBroker) -> None:
     """Main, each retry queue of the default plan, failed and monitor, with their numbers."""
     await publish(broker, envelope("job"), plan(60_000, 120_000))
-    await _reject_head(broker)
+    await broker.reject_head()
     await broker.wait_depth(broker.names.retry_queue("1m-2m"), 1)
     await put_failed(broker, 2)
     rows = json_out(

@@ -51,11 +51,7 @@ async def test_an_undeclared_plan_is_caught_by_the_alternate_exchange(broker: Te
     """A NACKed message whose retry queue was never declared lands in the failed queue."""
     await broker.declare()
     await publish_raw(broker, envelope("noop").encode(), "7s-9s")
-    channel = await broker.channel()
-    main = await channel.declare_queue(broker.names.main_queue, passive=True)
-    message = await main.get(timeout=5)
-    assert message is not None
-    await message.reject(requeue=False)
+    await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 1)
     [kept] = await broker.get_all(broker.names.failed_queue)
     assert kept.routing_key == "7s-9s"
