@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,18 +9,14 @@ from typing import Any
 import aio_pika
 import orjson
 import pytest
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from topology.declare import UNLIMITED_DELIVERIES
 from topology.envelope import utcnow
-from topology.failed.replay import Replayer, ReplayOptions
 from topology.failed.select import RecordFilter
 from topology.failed.store import read_records
-from topology.runtime.settings import CronSettings
 
 pytestmark = pytest.mark.broker
 
@@ -258,52 +253,6 @@ async def _exists(broker: TestBroker, queue: str) -> bool:
         return False
     await channel.close()
     return True
-
-
-@pytest.mark.faults
-@pytest.mark.parametrize("node", ["private"])
-async def test_a_replay_of_1000_survives_a_broker_restart_midway(
-    broker: TestBroker, private_broker: PrivateBroker
-) -> None:
-    """Every record ends in the main queue or the failed queue, and the run resumes to the end."""
-    envs = await put_failed(broker, 1000)
-    broker.plan_keys.add("1m")
-    restart: list[asyncio.Future[None]] = []
-
-    def progress(done: int, total: int) -> None:
-        if done >= 150 and not restart:
-            restart.append(asyncio.ensure_future(asyncio.to_thread(private_broker.restart)))
-
-    settings = CronSettings(namespace=broker.names.namespace, amqp_url=broker.url)
-    options = ReplayOptions(
-        select=RecordFilter(),
-        plan_for=lambda record: plan(60_000),
-        rate=150,  # about 7 s in all, so the restart lands in the middle
-        reconnect_seconds=120,
-        progress=progress,
-    )
-    tally = await Replayer(settings, options).run()
-    await restart[0]
-    main_ids = await _ids_when_back(broker, broker.names.main_queue)
-    failed_ids = await _ids_when_back(broker, broker.names.failed_queue)
-    assert set(main_ids) | set(failed_ids) == {env.run_id for env in envs}
-    assert tally.reconnects >= 1 and tally.errors == []
-    assert failed_ids == []  # the run resumed and replayed the rest
-    assert len(main_ids) - len(set(main_ids)) <= 1  # at most the publish whose confirm was lost
-
-
-async def _ids_when_back(broker: TestBroker, queue: str) -> list[str]:
-    """Message ids of a queue once the test's robust connection is back after a restart."""
-
-    async def ids() -> tuple[list[str]] | None:
-        try:
-            return (await ids_in(broker, queue),)  # a tuple: an empty queue is an answer too
-        except Exception:  # the robust connection is still coming back
-            return None
-
-    found = await eventually(ids, 60, what=f"{queue} readable", interval=0.5)
-    assert found is not None
-    return found[0]
 
 
 async def test_replay_uses_the_schedules_own_plan_from_the_schedules_file(

@@ -7,11 +7,17 @@ from pathlib import Path
 
 import pytest
 from chaoslib.ledger import Fate
+from chaoslib.private_broker import PrivateBroker
 from chaoslib.processes import Proc
 from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope
 
+from tests.conftest import TestBroker, plan
+from tests.failed_records import ids_in, put_failed
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario
+from topology.failed.replay import Replayer, ReplayOptions
+from topology.failed.select import RecordFilter
+from topology.runtime.settings import CronSettings
 
 pytestmark = pytest.mark.faults
 
@@ -75,3 +81,47 @@ async def test_a_broker_killed_during_a_replay_loses_no_task(
         assert run.fate in (Fate.COMPLETED, Fate.DUPLICATED), run
         if run.fate is Fate.DUPLICATED:  # redelivered, or replayed with its record kept
             assert run.explained() or (run.successes == 1 and run.records), run
+
+
+async def test_a_replay_of_1000_survives_a_broker_restart_midway(
+    broker: TestBroker, private_broker: PrivateBroker
+) -> None:
+    """Every record ends in the main queue or the failed queue, and the run resumes to the end."""
+    envs = await put_failed(broker, 1000)
+    broker.plan_keys.add("1m")
+    restart: list[asyncio.Future[None]] = []
+
+    def progress(done: int, total: int) -> None:
+        if done >= 150 and not restart:
+            restart.append(asyncio.ensure_future(asyncio.to_thread(private_broker.restart)))
+
+    settings = CronSettings(namespace=broker.names.namespace, amqp_url=broker.url)
+    options = ReplayOptions(
+        select=RecordFilter(),
+        plan_for=lambda record: plan(60_000),
+        rate=150,  # about 7 s in all, so the restart lands in the middle
+        reconnect_seconds=120,
+        progress=progress,
+    )
+    tally = await Replayer(settings, options).run()
+    await restart[0]
+    main_ids = await _ids_when_back(broker, broker.names.main_queue)
+    failed_ids = await _ids_when_back(broker, broker.names.failed_queue)
+    assert set(main_ids) | set(failed_ids) == {env.run_id for env in envs}
+    assert tally.reconnects >= 1 and tally.errors == []
+    assert failed_ids == []  # the run resumed and replayed the rest
+    assert len(main_ids) - len(set(main_ids)) <= 1  # at most the publish whose confirm was lost
+
+
+async def _ids_when_back(broker: TestBroker, queue: str) -> list[str]:
+    """Message ids of a queue once the test's robust connection is back after a restart."""
+
+    async def ids() -> tuple[list[str]] | None:
+        try:
+            return (await ids_in(broker, queue),)  # a tuple: an empty queue is an answer too
+        except Exception:  # the robust connection is still coming back
+            return None
+
+    found = await eventually(ids, 60, what=f"{queue} readable", interval=0.5)
+    assert found is not None
+    return found[0]
