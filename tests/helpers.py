@@ -29,9 +29,8 @@ def registry(**handlers: Any) -> Registry:
 
 def envelope(task: str, payload: Any = None, **fields: Any) -> Envelope:
     """A one-off envelope for ``task``."""
-    return Envelope(
-        task=task, payload=payload, run_id=one_off_run_id(task), scheduled_for=utcnow(), **fields
-    )
+    fields.setdefault("run_id", one_off_run_id(task))
+    return Envelope(task=task, payload=payload, scheduled_for=utcnow(), **fields)
 
 
 async def publish(broker: TestBroker, env: Envelope, plan: RetryPlan) -> None:

@@ -21,6 +21,8 @@ H_FAILED_AT = "cron-failed-at"
 H_X_DEATH = "cron-x-death"
 H_ROUTING_KEY = "cron-routing-key"
 H_REPLAYS = "cron-replays"
+#: The broker's own history of a message's dead-letterings.
+X_DEATH = "x-death"
 H_HISTORY = "cron-history"
 
 
@@ -68,7 +70,7 @@ def jsonable(value: Any) -> Any:
 
 def x_death(headers: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The broker's dead-letter history of a message, newest first."""
-    deaths = (headers or {}).get("x-death")
+    deaths = (headers or {}).get(X_DEATH)
     # RabbitMQ 3.x delivers an x-death header that a client set, whatever its type.
     if not isinstance(deaths, list):
         return []

@@ -22,6 +22,7 @@ from topology.errors import MessageDecodeError
 from topology.headers import attempt_number
 from topology.names import Names
 from worker.acks import Acks
+from worker.adopt import Adopter, needs_plan
 from worker.attempt import Outcome, Result, run_attempt
 from worker.context import TaskContext
 from worker.crashloop import UNMARKED, CrashGuard, Mark
@@ -59,6 +60,7 @@ class Worker:
         self._extra = registry or Registry()
         self._registry = Registry()
         self._settler: Settler | None = None
+        self._adopter: Adopter | None = None
         self._crashes = CrashGuard(settings)
         self._stop = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
@@ -141,6 +143,8 @@ class Worker:
         self._channel = channel
         publisher = await publish_channel(publish_conn)
         self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
+        tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)
+        self._adopter = Adopter(publisher, tasks, self.settings)
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
         return self._subscription
 
@@ -176,6 +180,8 @@ class Worker:
         self._idle.clear()
         mark, settled = UNMARKED, False
         try:
+            if needs_plan(message.routing_key) and await self._adopted(message):
+                return
             started = time.monotonic()
             attempt = attempt_number(message.headers, self.names.main_queue)
             mark = await self._crashes.enter(message, attempt)
@@ -192,6 +198,28 @@ class Worker:
             self._settling.discard(task)
             if not self._running and not self._settling:
                 self._idle.set()
+
+    async def _adopted(self, message: Delivery) -> bool:
+        """Publish a planned copy of a hand-published task, then ack it; False when its body is
+        no envelope (it fails as undecodable instead)."""
+        assert self._adopter is not None
+        try:
+            envelope = Envelope.decode(message.body)
+        except MessageDecodeError:
+            return False
+        try:
+            plan = await self._adopter.adopt(message, envelope)
+        except Exception as error:
+            # Its key routes nowhere in the DLX, so the broker moves it to the failed queue,
+            # where ``failed.py replay`` gives it a plan: lost neither way.
+            log.warning(
+                "not adopted; to the failed queue", run_id=envelope.run_id, error=repr(error)
+            )
+            await message.reject()
+            return True
+        await message.ack()
+        log.info("adopted", run_id=envelope.run_id, routing_key=message.routing_key, plan=plan.key)
+        return True
 
     async def _checked_attempt(
         self, message: Delivery, attempt: int, mark: Mark

@@ -1,0 +1,83 @@
+"""Tasks published by hand, as the old runbook and the management UI do, get a retry plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aio_pika
+import pytest
+
+from tests.conftest import TestBroker
+from tests.helpers import Recorder, envelope, publish_raw, registry
+from worker.adopt import needs_plan
+
+pytestmark = pytest.mark.broker
+
+
+async def publish_to_main(broker: TestBroker, body: bytes) -> None:
+    """``rabbitmqadmin publish exchange=amq.default routing_key=<main queue>``: no properties."""
+    await broker.declare()
+    channel = await broker.channel()
+    await channel.default_exchange.publish(aio_pika.Message(body), broker.names.main_queue)
+    await channel.close()
+
+
+async def assert_runs_its_plan_then_fails(broker: TestBroker, recorder: Recorder, run_id: str):
+    """Three attempts 0.1 s then 0.2 s apart (CRON_MAX_RETRIES=2), then one failure record."""
+    await broker.wait_depth(broker.names.failed_queue, 1)
+    [record] = await broker.get_all(broker.names.failed_queue)
+    assert [ctx.attempt for _, ctx in recorder.calls] == [1, 2, 3]
+    assert {ctx.run_id for _, ctx in recorder.calls} == {run_id}
+    for gap, delay in zip(recorder.gaps(), (0.1, 0.2), strict=True):
+        assert delay - 0.02 <= gap <= delay + 0.4, recorder.gaps()
+    assert record.message_id == run_id
+    assert record.headers["cron-reason"] == "retries-exhausted"
+    assert record.headers["cron-attempts"] == 3
+    broker.plan_keys.update({"100ms-200ms", "200ms"})
+
+
+def test_only_keys_that_are_no_plan_need_one() -> None:
+    """Plans and ``final`` route in the DLX; a queue name or any other key does not."""
+    assert not needs_plan("100ms-200ms") and not needs_plan("final")
+    assert needs_plan("cron_scheduler") and needs_plan("reports.nightly") and needs_plan("")
+
+
+async def test_a_task_published_to_the_main_queue_by_hand_retries_with_the_default_plan(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """The seed-recovery publish: attempted max_retries + 1 times, failed under its own id."""
+    recorder = Recorder(failures=100)
+    await run_worker(
+        registry(job=recorder), max_retries=2, retry_delay_ms=100, retry_delay_multiplier=2
+    )
+    env = envelope("job", run_id="seed-recovery-1")
+    await publish_to_main(broker, env.encode())
+    await assert_runs_its_plan_then_fails(broker, recorder, "seed-recovery-1")
+
+
+async def test_a_task_published_with_any_other_key_on_the_tasks_exchange_is_adopted_too(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A routing key that names no plan gets the default plan, not one attempt and a failure."""
+    recorder = Recorder(failures=100)
+    await run_worker(
+        registry(job=recorder), max_retries=2, retry_delay_ms=100, retry_delay_multiplier=2
+    )
+    env = envelope("job", run_id="by-hand-2")
+    await publish_raw(broker, env.encode(), "reports.nightly")
+    await assert_runs_its_plan_then_fails(broker, recorder, "by-hand-2")
+
+
+async def test_an_adopted_task_that_succeeds_runs_once_and_leaves_nothing(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """Adoption is one confirmed copy and one ack: the task runs once, nothing is left over."""
+    recorder = Recorder()
+    worker = await run_worker(registry(job=recorder), max_retries=2, retry_delay_ms=100)
+    await publish_to_main(broker, envelope("job", run_id="once").encode())
+    await recorder.wait_calls(1)
+    await worker.join()
+    assert [(ctx.run_id, ctx.attempt) for _, ctx in recorder.calls] == [("once", 1)]
+    assert await broker.depth(broker.names.main_queue) == 0
+    assert await broker.depth(broker.names.failed_queue) == 0
+    broker.plan_keys.update({"100ms-200ms", "200ms"})
