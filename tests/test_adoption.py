@@ -42,30 +42,22 @@ def test_only_keys_that_are_no_plan_need_one() -> None:
     assert needs_plan("cron_scheduler") and needs_plan("reports.nightly") and needs_plan("")
 
 
-async def test_a_task_published_to_the_main_queue_by_hand_retries_with_the_default_plan(
-    broker: TestBroker, run_worker: Any
+async def publish_other_key(broker: TestBroker, body: bytes) -> None:
+    """The tasks exchange with a routing key that names no retry plan."""
+    await publish_raw(broker, body, "reports.nightly")
+
+
+@pytest.mark.parametrize("publish_by_hand", [publish_to_main, publish_other_key])
+async def test_a_task_published_by_hand_retries_with_the_default_plan_under_its_run_id(
+    broker: TestBroker, run_worker: Any, publish_by_hand: Any
 ) -> None:
     """The seed-recovery publish: attempted max_retries + 1 times, failed under its own id."""
     recorder = Recorder(failures=100)
     await run_worker(
         registry(job=recorder), max_retries=2, retry_delay_ms=100, retry_delay_multiplier=2
     )
-    env = envelope("job", run_id="seed-recovery-1")
-    await publish_to_main(broker, env.encode())
+    await publish_by_hand(broker, envelope("job", run_id="seed-recovery-1").encode())
     await assert_runs_its_plan_then_fails(broker, recorder, "seed-recovery-1")
-
-
-async def test_a_task_published_with_any_other_key_on_the_tasks_exchange_is_adopted_too(
-    broker: TestBroker, run_worker: Any
-) -> None:
-    """A routing key that names no plan gets the default plan, not one attempt and a failure."""
-    recorder = Recorder(failures=100)
-    await run_worker(
-        registry(job=recorder), max_retries=2, retry_delay_ms=100, retry_delay_multiplier=2
-    )
-    env = envelope("job", run_id="by-hand-2")
-    await publish_raw(broker, env.encode(), "reports.nightly")
-    await assert_runs_its_plan_then_fails(broker, recorder, "by-hand-2")
 
 
 async def test_an_adopted_task_that_succeeds_runs_once_and_leaves_nothing(
