@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aio_pika
 import pytest
 
+import worker.adopt
 from tests.conftest import TestBroker
 from tests.helpers import Recorder, envelope, publish_raw, registry
 from worker.adopt import needs_plan
@@ -70,6 +72,45 @@ async def test_an_adopted_task_that_succeeds_runs_once_and_leaves_nothing(
     await recorder.wait_calls(1)
     await worker.join()
     assert [(ctx.run_id, ctx.attempt) for _, ctx in recorder.calls] == [("once", 1)]
+    assert await broker.depth(broker.names.main_queue) == 0
+    assert await broker.depth(broker.names.failed_queue) == 0
+    broker.plan_keys.update({"100ms-200ms", "200ms"})
+
+
+async def test_a_worker_gone_between_the_copy_and_the_ack_leaves_one_run_id_that_runs(
+    broker: TestBroker, run_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stops after the copy is confirmed and before the ack: the original goes back
+    to the broker and is adopted again, so the task runs twice, both times under its own
+    run id, and nothing is lost or left over."""
+    confirmed = asyncio.Event()
+    adopt = worker.adopt.Adopter.adopt
+
+    async def adopt_then_hang(self: Any, message: Any, envelope: Any) -> Any:
+        await adopt(self, message, envelope)
+        monkeypatch.setattr(worker.adopt.Adopter, "adopt", adopt)
+        confirmed.set()
+        await asyncio.Event().wait()  # cancelled at shutdown: the original is never acked
+
+    monkeypatch.setattr(worker.adopt.Adopter, "adopt", adopt_then_hang)
+    first = await run_worker(
+        registry(job=Recorder()),
+        prefetch=1,
+        max_retries=2,
+        retry_delay_ms=100,
+        shutdown_grace_seconds=0.1,
+    )
+    await publish_to_main(broker, envelope("job", run_id="twice-adopted").encode())
+    await asyncio.wait_for(confirmed.wait(), 10)
+    first.stop()
+    await asyncio.wait_for(first.stopped.wait(), 10)
+    recorder = Recorder()
+    second = await run_worker(registry(job=recorder), max_retries=2, retry_delay_ms=100)
+    await recorder.wait_calls(1)
+    await second.join()
+    assert {ctx.run_id for _, ctx in recorder.calls} == {"twice-adopted"}
+    # Both copies run: the one confirmed before the stop, and the original adopted again.
+    assert len(recorder.calls) == 2
     assert await broker.depth(broker.names.main_queue) == 0
     assert await broker.depth(broker.names.failed_queue) == 0
     broker.plan_keys.update({"100ms-200ms", "200ms"})
