@@ -109,8 +109,9 @@ async def test_a_worker_gone_between_the_copy_and_the_ack_leaves_one_run_id_that
     await recorder.wait_calls(1)
     await second.join()
     assert {ctx.run_id for _, ctx in recorder.calls} == {"twice-adopted"}
-    # Both copies run: the one confirmed before the stop, and the original adopted again.
-    assert len(recorder.calls) == 2
+    # Both copies run: the one confirmed before the stop, and the original adopted again,
+    # whose attempt says it may be a repeat, as a redelivery would.
+    assert sorted(ctx.redelivered for _, ctx in recorder.calls) == [False, True]
     assert await broker.depth(broker.names.main_queue) == 0
     assert await broker.depth(broker.names.failed_queue) == 0
     broker.plan_keys.update({"100ms-200ms", "200ms"})

@@ -23,6 +23,8 @@ H_ROUTING_KEY = "cron-routing-key"
 H_REPLAYS = "cron-replays"
 #: The broker's own history of a message's dead-letterings.
 X_DEATH = "x-death"
+#: On a copy adopted from a message the broker had handed out before: its run may have begun.
+H_REDELIVERED = "cron-redelivered"
 H_HISTORY = "cron-history"
 
 

@@ -21,7 +21,7 @@ from aio_pika.abc import AbstractChannel, AbstractExchange
 from topology.declare import PlanDeclarer
 from topology.envelope import Envelope
 from topology.errors import WarrenError
-from topology.headers import H_RUN_ID, H_SCHEDULE, X_DEATH
+from topology.headers import H_REDELIVERED, H_RUN_ID, H_SCHEDULE, X_DEATH
 from topology.names import FINAL_KEY, Names
 from topology.plan import RetryPlan, is_retry_key
 from topology.records import kept_properties, persistent_message
@@ -44,6 +44,10 @@ def adopted_message(message: Delivery, envelope: Envelope) -> aio_pika.Message:
     and no death history (one a client sent would count attempts that never ran)."""
     headers: dict[str, Any] = {k: v for k, v in message.headers.items() if k != X_DEATH}
     headers.setdefault(H_RUN_ID, envelope.run_id)
+    if message.redelivered:
+        # A worker died holding the original, maybe after publishing a copy: this one may be
+        # a repeat, and its first attempt says so as a redelivery would.
+        headers[H_REDELIVERED] = True
     if envelope.schedule is not None:
         headers.setdefault(H_SCHEDULE, envelope.schedule)
     # The envelope's run id is the one every log line uses: the record and replays use it too.

@@ -19,7 +19,7 @@ from topology.broker.underlay import underlay
 from topology.declare import declare_topology
 from topology.envelope import Envelope
 from topology.errors import MessageDecodeError
-from topology.headers import attempt_number
+from topology.headers import H_REDELIVERED, attempt_number
 from topology.names import Names
 from worker.acks import Acks
 from worker.adopt import Adopter, needs_plan
@@ -234,7 +234,9 @@ class Worker:
             envelope = Envelope.decode(message.body)
         except MessageDecodeError as error:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
-        ctx = self._context(envelope, attempt, bool(message.redelivered))
+        # An adopted copy of a redelivered message counts as redelivered on its first attempt.
+        again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
+        ctx = self._context(envelope, attempt, again)
         self._metrics.started(envelope.scheduled_for, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py).
         result = await run_guarded(
