@@ -90,7 +90,9 @@ async def test_a_standby_takes_over_when_the_leader_is_killed_and_no_fire_is_los
     assert await standby.terminate() == 0
     report, times = await fires_report(scenario)
     assert (report.lost, report.unexpected) == ([], []), report.table()
-    assert len(times) >= 6
+    # Six attempts ran; a kill between a fire's confirm and its watermark repeats that one
+    # fire (at least once, as documented), so at least five distinct fires.
+    assert len(times) >= 5
 
 
 async def test_fires_missed_while_no_scheduler_runs_are_caught_up(
