@@ -117,6 +117,17 @@ def test_a_failure_record_keeps_the_task_properties_but_not_its_expiry() -> None
     }
 
 
+def test_a_delivery_without_a_message_id_is_recorded_under_the_envelopes_run_id() -> None:
+    """rabbitmqadmin sends no message id: the record gets the run id the log lines used, not
+    the random one aiormq would stamp on publishing it; one of its own is kept."""
+    bare = task_message()
+    bare.message_id = None
+    written = failure_record(worker_delivery(bare), Failure("exception", "e", 1), run_id="r-1")
+    assert written.message_id == "r-1"
+    own = failure_record(worker_delivery(task_message()), Failure("exception", "e", 1), None, "r-1")
+    assert own.message_id == "nightly@1"
+
+
 def test_a_record_stamped_with_a_naive_time_reads_it_as_utc() -> None:
     """A cron-failed-at without an offset is a UTC time, not the reader's local time."""
     headers = failure_headers({}, "final", Failure("exception", "e", 1), T0.replace(tzinfo=None))

@@ -133,11 +133,17 @@ class Received(Protocol):
 
 
 def failure_record(
-    message: Received, failure: Failure, now: datetime | None = None
+    message: Received, failure: Failure, now: datetime | None = None, run_id: str | None = None
 ) -> aio_pika.Message:
-    """The message published to the failed queue for ``message``."""
+    """The message published to the failed queue for ``message``, whose run id is ``run_id``
+    (the envelope's) when the message carries no ``message_id`` of its own."""
     headers = failure_headers(message.headers, message.routing_key, failure, now)
-    return persistent_message(message.body, headers, kept_properties(message.properties))
+    properties = kept_properties(message.properties)
+    if run_id is not None:
+        # Else aiormq stamps a random id for its confirm bookkeeping, and the record would
+        # be listed under that instead of the run id every log line used.
+        properties.setdefault("message_id", run_id)
+    return persistent_message(message.body, headers, properties)
 
 
 def envelope_record(

@@ -189,7 +189,8 @@ class Worker:
             self._running.discard(task)
             self._settling.add(task)
             verdict = decide(result, message.routing_key)
-            settled = await self._settle(message, verdict, attempt)
+            run_id = envelope.run_id if envelope else message.message_id
+            settled = await self._settle(message, verdict, attempt, run_id)
             self._log(message, envelope, attempt, verdict, time.monotonic() - started)
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
@@ -255,15 +256,17 @@ class Worker:
             timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
         )
 
-    async def _settle(self, message: Delivery, verdict: Verdict, attempt: int) -> bool:
+    async def _settle(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> bool:
         assert self._settler is not None
         try:
-            await self._settler.settle(message, verdict, attempt)
+            await self._settler.settle(message, verdict, attempt, run_id)
         except Exception as error:
             # The channel is gone: the broker redelivers the unsettled message.
             log.warning(
                 "could not settle; the broker will redeliver",
-                run_id=message.message_id,
+                run_id=run_id,
                 error=repr(error),
             )
             return False

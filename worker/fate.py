@@ -81,19 +81,21 @@ class Settler:
     def __init__(self, dlx: AbstractExchange) -> None:
         self._dlx = dlx
 
-    async def settle(self, message: Delivery, verdict: Verdict, attempt: int) -> None:
+    async def settle(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> None:
         """Carry out ``verdict``; the message is acked only once its fate is safe."""
         if verdict.action in ACKED:
             await message.ack()
         elif verdict.action is Action.RETRY:
             await message.reject()
         else:
-            await self._fail(message, Failure(verdict.reason, verdict.error, attempt))
+            await self._fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
 
-    async def _fail(self, message: Delivery, failure: Failure) -> None:
+    async def _fail(self, message: Delivery, failure: Failure, run_id: str | None) -> None:
         try:
             await self._dlx.publish(
-                failure_record(message, failure),
+                failure_record(message, failure, run_id=run_id),
                 FAILED_KEY,
                 mandatory=True,
                 timeout=RECORD_TIMEOUT_SECONDS,
@@ -101,7 +103,7 @@ class Settler:
         except Exception as error:
             log.warning(
                 "failure record not confirmed; dead-lettering instead",
-                run_id=message.message_id,
+                run_id=run_id,
                 error=repr(error),
             )
             await message.reject()
