@@ -58,7 +58,7 @@ def _namespace(node: pytest.Item) -> str:
 
 
 #: The shared broker's URL once a test used it: only then is there anything to sweep.
-_SHARED_USED: list[str] = []
+_SHARED_USED: set[str] = set()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,9 +68,9 @@ def sweep_leftovers() -> Iterator[None]:
     It asks for no broker itself, so a run of broker-free tests needs none.
     """
     yield
-    queues = local_names(SESSION_PREFIX, "queues") or []
-    exchanges = local_names(SESSION_PREFIX, "exchanges") or []
-    for url in _SHARED_USED[:1]:
+    for url in _SHARED_USED:  # the session's one amqp_url, if a test used it
+        queues = local_names(SESSION_PREFIX, "queues") or []
+        exchanges = local_names(SESSION_PREFIX, "exchanges") or []
         if queues or exchanges:
             asyncio.run(delete_all(url, queues, exchanges))
 
@@ -165,7 +165,7 @@ async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[Te
         connection = await aio_pika.connect_robust(url, client_properties=name)
     else:
         url = request.getfixturevalue("amqp_url")
-        _SHARED_USED.append(url)
+        _SHARED_USED.add(url)
         connection = await aio_pika.connect(url, client_properties=name)
     test_broker = TestBroker(url, _namespace(request.node), connection)
     try:
