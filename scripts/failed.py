@@ -43,11 +43,11 @@ from topology.errors import (
     TopologyError,
 )
 from topology.failed.export import exported
-from topology.failed.replay import Replayer, ReplayOptions, replay_plan
+from topology.failed.replay import Replayer, ReplayOptions
 from topology.failed.store import purge_records, read_records, restore_records
 from topology.failed.tally import Tally
 from topology.names import Names
-from topology.plan import RetryPlan
+from topology.plan import RetryPlan, task_plan
 from topology.records import FailedRecord
 from topology.runtime.settings import CronSettings, load_settings
 from topology.schedules.load import schedule_plans
@@ -225,7 +225,7 @@ async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     bar = ProgressBar("replaying")
     options = ReplayOptions(
         select=selection(args),
-        plan_for=lambda r: replay_plan(
+        plan_for=lambda r: task_plan(
             r.schedule, default=default, override=override, schedule_plans=plans
         ),
         limit=args.limit,

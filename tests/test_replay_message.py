@@ -8,10 +8,10 @@ import aio_pika
 import pytest
 
 from tests.wire import ENVELOPE, MAIN, T0, death, delivered, incoming, task_message, worker_delivery
-from topology.failed.replay import HISTORY_LIMIT, replay_headers, replay_message, replay_plan
+from topology.failed.replay import HISTORY_LIMIT, replay_headers, replay_message
 from topology.headers import attempt_number
 from topology.names import FAILED_KEY
-from topology.plan import RetryPlan
+from topology.plan import RetryPlan, task_plan
 from topology.records import FailedRecord, Failure, failure_record, read_record, record_from
 
 HISTORY = [death(MAIN, "rejected", 3, time=T0)]
@@ -127,12 +127,12 @@ def test_a_replay_uses_the_override_else_the_schedules_plan_else_the_default() -
     """``--max-retries`` wins; else the plan of the schedule in the schedules file; else the env."""
     default, own, override = RetryPlan((30_000,)), RetryPlan((1_000, 2_000)), RetryPlan(())
     plans = {"nightly": own}
-    chosen = replay_plan("nightly", default=default, override=override, schedule_plans=plans)
+    chosen = task_plan("nightly", default=default, override=override, schedule_plans=plans)
     assert chosen == override
-    assert replay_plan("nightly", default=default, schedule_plans=plans) == own
-    assert replay_plan("hourly", default=default, schedule_plans=plans) == default
-    assert replay_plan(None, default=default, schedule_plans=plans) == default
-    assert replay_plan("nightly", default=default) == default
+    assert task_plan("nightly", default=default, schedule_plans=plans) == own
+    assert task_plan("hourly", default=default, schedule_plans=plans) == default
+    assert task_plan(None, default=default, schedule_plans=plans) == default
+    assert task_plan("nightly", default=default) == default
 
 
 @pytest.mark.parametrize("replays", ["2", b"2", 2.0])

@@ -6,7 +6,7 @@ retry the message carries ``1m-2m``, and its last attempt carries ``final``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -96,3 +96,19 @@ def is_retry_key(key: str) -> bool:
         return not RetryPlan.from_key(key).spent
     except PlanError:
         return False
+
+
+def task_plan(
+    schedule: str | None,
+    *,
+    default: RetryPlan,
+    override: RetryPlan | None = None,
+    schedule_plans: Mapping[str, RetryPlan] | None = None,
+) -> RetryPlan:
+    """The plan a task is (re)published with: the override, else its schedule's, else the
+    default. Replays and adopted hand-published tasks both choose so."""
+    if override is not None:
+        return override
+    if schedule is not None and schedule_plans and schedule in schedule_plans:
+        return schedule_plans[schedule]
+    return default

@@ -21,9 +21,9 @@ from aio_pika.abc import AbstractChannel, AbstractExchange
 from topology.declare import PlanDeclarer
 from topology.envelope import Envelope
 from topology.errors import WarrenError
-from topology.headers import H_REDELIVERED, H_RUN_ID, H_SCHEDULE, X_DEATH
+from topology.headers import H_REDELIVERED, X_DEATH
 from topology.names import FINAL_KEY, Names
-from topology.plan import RetryPlan, is_retry_key
+from topology.plan import RetryPlan, is_retry_key, task_plan
 from topology.records import kept_properties, persistent_message
 from topology.schedules.load import schedule_plans
 from worker.delivery import Delivery
@@ -42,14 +42,12 @@ def needs_plan(routing_key: str) -> bool:
 def adopted_message(message: Delivery, envelope: Envelope) -> aio_pika.Message:
     """The copy: same body, properties and headers, the envelope's run id as ``message_id``,
     and no death history (one a client sent would count attempts that never ran)."""
-    headers: dict[str, Any] = {k: v for k, v in message.headers.items() if k != X_DEATH}
-    headers.setdefault(H_RUN_ID, envelope.run_id)
+    kept = {k: v for k, v in message.headers.items() if k != X_DEATH}
+    headers: dict[str, Any] = envelope.headers() | kept  # a header the sender set wins
     if message.redelivered:
         # A worker died holding the original, maybe after publishing a copy: this one may be
         # a repeat, and its first attempt says so as a redelivery would.
         headers[H_REDELIVERED] = True
-    if envelope.schedule is not None:
-        headers.setdefault(H_SCHEDULE, envelope.schedule)
     # The envelope's run id is the one every log line uses: the record and replays use it too.
     properties = kept_properties(message.properties) | {"message_id": envelope.run_id}
     return persistent_message(message.body, headers, properties)
@@ -71,7 +69,7 @@ class Adopter:
         """The schedule's own plan when this worker knows the schedule, else the default."""
         if self._schedules is None:
             self._schedules = self._load_schedules()
-        return self._schedules.get(envelope.schedule or "", self._default)
+        return task_plan(envelope.schedule, default=self._default, schedule_plans=self._schedules)
 
     def _load_schedules(self) -> dict[str, RetryPlan]:
         # Read when first needed: a worker never refuses to start over a file only adoption

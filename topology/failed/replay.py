@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -54,21 +54,6 @@ HISTORY_LIMIT = 5
 PUBLISH_TIMEOUT_SECONDS = 30.0
 #: Records published and waiting for their confirm at any one time.
 WINDOW = 200
-
-
-def replay_plan(
-    schedule: str | None,
-    *,
-    default: RetryPlan,
-    override: RetryPlan | None = None,
-    schedule_plans: Mapping[str, RetryPlan] | None = None,
-) -> RetryPlan:
-    """The plan of a replayed task: the override, else its schedule's, else the default."""
-    if override is not None:
-        return override
-    if schedule is not None and schedule_plans and schedule in schedule_plans:
-        return schedule_plans[schedule]
-    return default
 
 
 def history_entry(record: FailedRecord) -> dict[str, Any]:
@@ -112,7 +97,7 @@ def replay_message(record: FailedRecord, now: datetime | None = None) -> aio_pik
 
 @dataclass
 class ReplayOptions:
-    """How a replay runs; ``plan_for`` picks each record's plan (see ``replay_plan``)."""
+    """How a replay runs; ``plan_for`` picks each record's plan (see ``plan.task_plan``)."""
 
     select: RecordFilter
     plan_for: Callable[[FailedRecord], RetryPlan]
