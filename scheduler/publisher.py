@@ -1,6 +1,6 @@
 """Publish fires: persistent, mandatory, confirmed; retried with backoff, never forgotten.
 
-Fires go out in batches (``scheduler/batch.py``): up to ``CHUNK`` messages a write and
+Fires go out in batches (``topology/broker/batch.py``): up to ``CHUNK`` messages a write and
 ``WINDOW`` confirms in flight, so a burst of thousands costs little more than the broker's
 own work. Each fire has its own outcome: confirmed ones are logged and counted; one that is
 nacked, returned, not confirmed in time or caught on a closed channel is handed back to the
@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from scheduler.batch import Outgoing, Sent, publish_batch
+from topology.broker.batch import Outgoing, Sent, publish_batch
 from topology.declare import PlanDeclarer, QueueSettings, declare_topology
 from topology.errors import BROKER_TROUBLE, TopologyError
 from topology.headers import H_RUN_ID, H_SCHEDULE

@@ -18,13 +18,13 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 from structlog.testing import capture_logs
 
-import scheduler.batch
 import scheduler.publisher
-from scheduler.batch import Outgoing, encode, publish_batch
+import topology.broker.batch
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
 from tests.conftest import TestBroker
 from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
+from topology.broker.batch import Outgoing, encode, publish_batch
 from topology.declare import queue_arguments
 from topology.envelope import Envelope
 from topology.publish import task_message
@@ -208,7 +208,7 @@ async def test_a_fire_that_is_not_confirmed_is_published_again_and_lands_once(
     broker: TestBroker, scheduler_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first batch fails: the fires are logged, sent again after a backoff, and kept once."""
-    original = scheduler.batch.publish_batch
+    original = topology.broker.batch.publish_batch
     calls = 0
 
     async def failing_once(*args: Any) -> Any:

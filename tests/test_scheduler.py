@@ -15,10 +15,10 @@ from aio_pika.abc import AbstractConnection
 from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-import scheduler.batch
 import scheduler.leader
 import scheduler.publisher
 import scheduler.service
+import topology.broker.batch
 from scheduler.service import Scheduler
 from scheduler.watermark import Watermark
 from tests.conftest import TestBroker
@@ -118,7 +118,7 @@ async def test_interval_fires_stay_on_their_grid_when_publishing_is_slow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A publish taking 0.6 s of a 1 s interval does not push later fires back."""
-    original = scheduler.batch.publish_batch
+    original = topology.broker.batch.publish_batch
 
     async def slow(*args: Any) -> Any:
         await asyncio.sleep(0.6)

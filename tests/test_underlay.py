@@ -19,8 +19,8 @@ from aio_pika.exceptions import PublishError
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from scheduler.batch import Outgoing, encode
 from tests.conftest import TestBroker
+from topology.broker.batch import Outgoing, encode
 from topology.broker.underlay import (
     RELIED_ON,
     RawChannel,

@@ -70,6 +70,21 @@ class Names:
         """One-message queue holding the scheduler's published-up-to time."""
         return f"{self.namespace}_scheduler.watermark"
 
+    @property
+    def history_stream(self) -> str:
+        """Stream of every event of every run (``topology/history/``)."""
+        return f"{self.namespace}_history"
+
+    @property
+    def control_stream(self) -> str:
+        """Stream of pause and resume commands: the durable state of each schedule."""
+        return f"{self.namespace}_control"
+
+    @property
+    def status_queue(self) -> str:
+        """One-message queue holding the monitor's fold of the history, per schedule."""
+        return f"{self.namespace}_status"
+
     def lock_queue(self, schedule: str) -> str:
         """Exclusive queue held by a running attempt of ``schedule``."""
         return f"{self.namespace}_lock.{schedule}"

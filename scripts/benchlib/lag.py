@@ -37,7 +37,7 @@ from benchlib.scheduling import (
     start_scheduler,
     start_worker,
 )
-from scheduler.batch import Outgoing, Sent, publish_batch
+from topology.broker.batch import Outgoing, Sent, publish_batch
 
 #: Fires of the first seconds are left out: the processes are still warming up.
 WARMUP_SECONDS = 3.0

@@ -37,6 +37,12 @@ LEADER = Gauge("cron_scheduler_leader", "1 while this scheduler holds leadership
 QUEUE_DEPTH = Gauge(
     "cron_queue_depth", "Ready messages per queue, polled by the monitor.", ["queue"]
 )
+HISTORY_EVENTS = Counter("cron_history_events", "History events the stream confirmed.", ["process"])
+HISTORY_DROPPED = Counter(
+    "cron_history_events_dropped",
+    "History events dropped because the stream could not take them.",
+    ["process"],
+)
 ALERTS = Counter("cron_alerts", "Alerts sent by the monitor.", ["kind"])
 
 Check = Callable[[], bool]

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AmqpDsn, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from topology.durations import parse_ms
 from topology.errors import Loc, SettingsError, validation_problems
 from topology.plan import MAX_DELAY_MS, RetryPlan
 
@@ -90,6 +91,15 @@ class CronSettings(BaseSettings):
     retry_max_delay_ms: int | None = Field(
         None, ge=0, le=MAX_DELAY_MS, description="Cap on any single retry delay, in ms."
     )
+    history_max_age: str = Field(
+        "7d",
+        description="How long the history stream keeps events (e.g. 36h, 7d, 30d).",
+    )
+    history_max_bytes: int = Field(
+        1_000_000_000,
+        ge=1_000_000,
+        description="Most bytes the history stream keeps; the oldest events go first.",
+    )
     heartbeat_seconds: int = Field(
         10, ge=1, le=600, description="AMQP heartbeat: how fast a dead connection is noticed."
     )
@@ -110,6 +120,13 @@ class CronSettings(BaseSettings):
             raise ValueError("use letters, digits, '_', '.' or '-' (at most 100)")
         return value
 
+    @field_validator("history_max_age")
+    @classmethod
+    def _check_age(cls, value: str) -> str:
+        if (parse_ms(value, ("s", "m", "h", "d")) or 0) < 60_000:
+            raise ValueError("give at least a minute, like 36h or 7d (units s, m, h, d)")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: object) -> object:
@@ -124,6 +141,11 @@ class CronSettings(BaseSettings):
     def safe_url(self) -> str:
         """Broker URL with the password hidden, for logs and errors."""
         return redact_url(self.url)
+
+    @property
+    def history_max_age_seconds(self) -> int:
+        """``CRON_HISTORY_MAX_AGE`` in seconds."""
+        return (parse_ms(self.history_max_age) or 0) // 1000
 
     def default_plan(self) -> RetryPlan:
         """Retry plan built from ``CRON_MAX_RETRIES`` and the delay settings."""

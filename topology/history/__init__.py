@@ -1,0 +1,13 @@
+"""Run history: every event of every run in the stream ``<ns>_history``.
+
+::
+
+    scheduler ─ fired, skipped, triggered ─┐
+    worker ──── attempt, failed ───────────┼─▶ (<ns>_history) stream ─▶ history.py, status.py,
+    scripts ─── replayed, purged ──────────┤                            monitor (status fold)
+    schedules.py ─ paused, resumed ────────┘   (and <ns>_control for the pause state itself)
+
+History is observability, not the store of record: events are buffered, published in
+batches, and dropped (and counted) when the stream cannot take them; an attempt's fate
+never waits for them.
+"""

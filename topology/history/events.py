@@ -1,0 +1,120 @@
+"""History events: small JSON objects with a schema version, built and read in one place.
+
+Every event has ``v`` (the schema), ``type``, ``at`` (ISO 8601 UTC) and, when it belongs to a
+run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
+
+| type        | fields                                                                        |
+| ----------- | ----------------------------------------------------------------------------- |
+| `fired`     | `scheduled_for`, `plan`                                                       |
+| `triggered` | `scheduled_for`, `plan`, `by`                                                 |
+| `skipped`   | `scheduled_for`, `reason`                                                     |
+| `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
+|             | `host`, `pid`                                                                 |
+| `failed`    | `reason`, `attempts`, `error`                                                 |
+| `replayed`  | `by`, `plan`                                                                  |
+| `purged`    | `by`                                                                          |
+| `paused`    | `by`, `reason`                                                                |
+| `resumed`   | `by`, `catch_up`                                                              |
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+
+from topology.envelope import utcnow
+from topology.runtime.settings import redact_urls
+from topology.schedules.timing import utc_text
+
+SCHEMA = 1
+EventType = Literal[
+    "fired", "triggered", "skipped", "attempt", "failed", "replayed", "purged", "paused", "resumed"
+]
+TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
+#: Error texts are cut to this many characters: history holds excerpts, not response bodies.
+ERROR_CHARS = 500
+
+
+def excerpt(text: str | None, limit: int = ERROR_CHARS) -> str | None:
+    """The start of an error text, with every URL's password hidden."""
+    if text is None:
+        return None
+    text = redact_urls(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def who() -> str:
+    """``user@host`` of the person running a command, for events they cause."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def event(
+    kind: EventType,
+    *,
+    run_id: str | None = None,
+    schedule: str | None = None,
+    task: str | None = None,
+    at: datetime | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """One event as the dict that goes on the wire; ``None`` fields are left out."""
+    data: dict[str, Any] = {"v": SCHEMA, "type": kind, "at": utc_text(at or utcnow())}
+    for key, value in (("run_id", run_id), ("schedule", schedule), ("task", task)):
+        if value is not None:
+            data[key] = value
+    data.update((key, value) for key, value in fields.items() if value is not None)
+    return data
+
+
+def encode(events: list[dict[str, Any]]) -> bytes:
+    """The body of one stream message: a JSON array of events."""
+    return orjson.dumps(events)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event read back from the stream, with the offset of the message that held it."""
+
+    type: str
+    at: datetime
+    offset: int
+    run_id: str | None = None
+    schedule: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field of the event."""
+        return self.data.get(key, default)
+
+
+def decode(body: bytes, offset: int) -> list[Event]:
+    """The events of one stream message; what is no event of a schema this code knows is left
+    out (a newer writer's events, or anything else published to the stream)."""
+    try:
+        items = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(items, list):
+        items = [items]
+    events = (_event(item, offset) for item in items)
+    return [item for item in events if item is not None]
+
+
+def _event(data: Any, offset: int) -> Event | None:
+    if not isinstance(data, dict) or data.get("v") != SCHEMA or data.get("type") not in TYPES:
+        return None
+    try:
+        at = datetime.fromisoformat(data["at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Event(data["type"], at, offset, data.get("run_id"), data.get("schedule"), data)

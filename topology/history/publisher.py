@@ -1,0 +1,151 @@
+"""Publish history events in the background: buffered, batched, confirmed, never blocking.
+
+``emit`` only appends to a bounded buffer. A background task sends what gathered every
+``LINGER_SECONDS`` (or as soon as ``CHUNK`` events wait) as one stream message holding a JSON
+array of events, with a publisher confirm, one batch in flight: a few messages a second
+instead of one per event, for the broker to store and for readers to go through.
+
+Whatever the stream cannot take (buffer full, the stream deleted, the broker slow or gone,
+a memory alarm) is dropped and counted in ``cron_history_events_dropped_total``: an
+attempt's fate never waits for its history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import time
+from collections import deque
+from typing import Any
+
+import structlog
+from aio_pika.abc import AbstractChannel, AbstractRobustConnection
+
+from topology.broker.batch import Outgoing, publish_batch
+from topology.broker.connect import publish_channel
+from topology.errors import BROKER_TROUBLE
+from topology.history.events import encode
+from topology.history.stream import HistorySettings, declare_history
+from topology.names import Names
+from topology.runtime.metrics import HISTORY_DROPPED, HISTORY_EVENTS
+
+log = structlog.get_logger("history")
+CHUNK = 500
+LINGER_SECONDS = 0.1
+#: Events held while the stream cannot take them; more are dropped.
+CAPACITY = 20_000
+CONFIRM_SECONDS = 5.0
+#: After events were returned (the stream is gone), declare it again at most this often.
+REDECLARE_SECONDS = 10.0
+
+
+class HistoryPublisher:
+    """Sends events to ``<ns>_history``; ``dropped`` counts those it could not."""
+
+    def __init__(self, names: Names, settings: HistorySettings, process: str) -> None:
+        self._names = names
+        self._settings = settings
+        self._buffer: deque[dict[str, Any]] = deque()
+        self._wake = asyncio.Event()
+        self._ids = (f"h{os.getpid()}-{n}" for n in itertools.count())
+        self._dropped_metric = HISTORY_DROPPED.labels(process=process)
+        self._sent_metric = HISTORY_EVENTS.labels(process=process)
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._declared_at = 0.0
+        self._failing: str | None = None
+        self._closing = False
+        self.published = 0
+        self.dropped = 0
+
+    def emit(self, data: dict[str, Any]) -> None:
+        """Queue one event (``topology.history.events.event``); never blocks or raises."""
+        if len(self._buffer) >= CAPACITY:
+            self._drop(1, "history buffer full: the stream cannot keep up")
+            return
+        self._buffer.append(data)
+        if len(self._buffer) >= CHUNK:
+            self._wake.set()
+
+    async def start(self, connection: AbstractRobustConnection) -> None:
+        """Declare the stream and start sending in the background."""
+        self._connection = connection
+        await self._declare()
+        self._task = asyncio.create_task(self._run(), name="history")
+
+    async def close(self, grace: float = 2.0) -> None:
+        """Send what is buffered (for at most ``grace`` seconds), then stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            # Not cancelled at once: a batch cut off between popped and confirmed is lost.
+            done, _ = await asyncio.wait({self._task}, timeout=grace)
+            if not done:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        if self._buffer:
+            self._drop(len(self._buffer), "not sent before shutdown")
+            self._buffer.clear()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), LINGER_SECONDS)
+            self._wake.clear()
+            while self._buffer:
+                await self._flush(time.monotonic() + CONFIRM_SECONDS)
+
+    async def _flush(self, deadline: float) -> None:
+        batch = [self._buffer.popleft() for _ in range(min(CHUNK, len(self._buffer)))]
+        try:
+            channel = await self._ready()
+            message = Outgoing("", self._names.history_stream, encode(batch), next(self._ids), {})
+            (error,) = await (await publish_batch(channel, [message])).confirmed(deadline)
+        except BROKER_TROUBLE as trouble:
+            self._drop(len(batch), f"{type(trouble).__name__}: {trouble}")
+            self._channel = None
+            return
+        if error is not None:
+            self._drop(len(batch), f"{type(error).__name__}: {error}")
+            await self._maybe_redeclare()
+        else:
+            self._sent(len(batch))
+
+    async def _ready(self) -> AbstractChannel:
+        if self._channel is None or self._channel.is_closed:
+            assert self._connection is not None, "start() first"
+            self._channel = await publish_channel(self._connection)
+        return self._channel
+
+    async def _declare(self) -> None:
+        assert self._connection is not None
+        self._declared_at = time.monotonic()
+        try:
+            await declare_history(self._connection, self._names, self._settings)
+        except BROKER_TROUBLE as error:
+            log.warning("history stream not declared", error=repr(error))
+
+    async def _maybe_redeclare(self) -> None:
+        # Returned events mean the stream is gone; someone deleting it by mistake is the
+        # likely cause, so it comes back, but not on every batch.
+        if time.monotonic() - self._declared_at >= REDECLARE_SECONDS:
+            await self._declare()
+
+    def _drop(self, count: int, why: str) -> None:
+        self.dropped += count
+        self._dropped_metric.inc(count)
+        if self._failing is None:
+            log.warning("history events dropped; attempts go on", count=count, error=why)
+        self._failing = why
+
+    def _sent(self, count: int) -> None:
+        if not count:
+            return
+        self.published += count
+        self._sent_metric.inc(count)
+        if self._failing is not None:
+            log.info("history events published again", dropped_so_far=self.dropped)
+            self._failing = None

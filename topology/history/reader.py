@@ -1,0 +1,87 @@
+"""Read a stream from a point to its end, as it stands when the read starts.
+
+AMQP has no "end of stream" signal, so the end is found first: a consumer at ``last`` gets
+the stream's last chunk, whose first offset is at or before the end. The read then runs
+until it has passed that offset and no delivery came for ``TAIL_SECONDS``. Events published
+while it reads may or may not be included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+
+from topology.history.events import Event, decode
+
+#: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
+Start = str | int | datetime
+PREFETCH = 2000
+#: No delivery for this long after the known end: the read is done.
+TAIL_SECONDS = 0.1
+#: No delivery for this long while short of the known end (or without one): give up there.
+STALL_SECONDS = 1.0
+_ACK_EVERY = 500
+
+
+async def _last_offset(channel: AbstractChannel, stream: str) -> int | None:
+    """An offset at or before the stream's end; None when the stream is empty."""
+    first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def seen(message: AbstractIncomingMessage) -> None:
+        if not first.done():
+            first.set_result(_offset(message))
+
+    queue = await channel.get_queue(stream, ensure=False)
+    tag = await queue.consume(seen, arguments={"x-stream-offset": "last"})
+    try:
+        return await asyncio.wait_for(first, STALL_SECONDS)
+    except TimeoutError:
+        return None
+    finally:
+        await queue.cancel(tag)
+
+
+def _offset(message: AbstractIncomingMessage) -> int:
+    return int((message.headers or {}).get("x-stream-offset", -1))  # type: ignore[arg-type]
+
+
+async def read_stream(
+    connection: AbstractConnection, stream: str, start: Start = "first"
+) -> AsyncIterator[Event]:
+    """Every event from ``start`` to the stream's end, in order; bodies of no known schema are
+    skipped."""
+    channel = await connection.channel()
+    try:
+        # Streams serve only consumers with a prefetch, and need acks to go on delivering.
+        await channel.set_qos(prefetch_count=PREFETCH)
+        end = await _last_offset(channel, stream)
+        if end is None or (isinstance(start, int) and start > end):
+            return
+        inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+        queue = await channel.get_queue(stream, ensure=False)
+        await queue.consume(inbox.put, arguments={"x-stream-offset": start})
+        async for event in _drain(inbox, end):
+            yield event
+    finally:
+        await channel.close()
+
+
+async def _drain(inbox: asyncio.Queue[AbstractIncomingMessage], end: int) -> AsyncIterator[Event]:
+    offset, unacked = -1, 0
+    while True:
+        wait = TAIL_SECONDS if offset >= end else STALL_SECONDS
+        try:
+            message = await asyncio.wait_for(inbox.get(), wait)
+        except TimeoutError:
+            return
+        offset = _offset(message)
+        unacked += 1
+        if unacked >= _ACK_EVERY or inbox.empty():
+            # Streams hand out credit on acks: without them the consumer stops at PREFETCH.
+            await message.ack(multiple=True)
+            unacked = 0
+        for event in decode(message.body, offset):
+            yield event
