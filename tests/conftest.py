@@ -137,6 +137,7 @@ class TestBroker(BrokerNamespace):
         names = self.names
         queues = [names.main_queue, names.failed_queue, names.monitor_queue]
         queues += [names.leader_queue, names.watermark_queue]
+        queues += [names.history_stream, names.control_stream, names.status_queue]
         queues += [names.retry_queue(key) for key in self.plan_keys]
         exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
         await delete_all(self.url, queues, exchanges)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,8 @@ from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker
 from topology.envelope import Envelope, one_off_run_id, utcnow
+from topology.history.events import Event
+from topology.history.reader import read_stream
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
 from worker.context import TaskContext
@@ -79,3 +82,23 @@ class Recorder:
         """Seconds between consecutive attempts."""
         times = [t for t, _ in self.calls]
         return [b - a for a, b in itertools.pairwise(times)]
+
+
+async def history(broker: TestBroker) -> list[Event]:
+    """Every event in the namespace's history stream now."""
+    stream = broker.names.history_stream
+    return [event async for event in read_stream(broker.connection, stream)]
+
+
+async def wait_history(
+    broker: TestBroker, done: Callable[[list[Event]], bool], what: str, timeout: float = 10
+) -> list[Event]:
+    """Read the history stream until ``done`` holds for its events; return them."""
+    found: list[Event] = []
+
+    async def check() -> bool:
+        found[:] = await history(broker)
+        return done(found)
+
+    await eventually(check, timeout, what=what)
+    return found

@@ -32,6 +32,8 @@ class Result:
     outcome: Outcome
     reason: str
     error: str | None = None
+    #: The HTTP status an ``http`` task got, for the run history.
+    http_status: int | None = None
 
 
 SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
@@ -43,14 +45,20 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-async def call_handler(registered: Registered, payload: Any, ctx: TaskContext) -> None:
-    """Call a handler under the attempt's timeout; sync handlers run in a thread."""
+async def call_handler(registered: Registered, payload: Any, ctx: TaskContext) -> Any:
+    """Call a handler under the attempt's timeout and return what it returned; sync handlers
+    run in a thread."""
     async with asyncio.timeout(ctx.timeout_seconds):
         if registered.is_async:
-            await registered.func(payload, ctx)  # type: ignore[misc]
-        else:
-            # The thread cannot be killed: on timeout the attempt stops waiting for it.
-            await asyncio.to_thread(registered.func, payload, ctx)
+            return await registered.func(payload, ctx)  # type: ignore[misc]
+        # The thread cannot be killed: on timeout the attempt stops waiting for it.
+        return await asyncio.to_thread(registered.func, payload, ctx)
+
+
+def http_status(value: object) -> int | None:
+    """The HTTP status a handler returned (``{"status": 200}``) or raised (``error.status``)."""
+    status = value.get("status") if isinstance(value, dict) else getattr(value, "status", None)
+    return status if isinstance(status, int) else None
 
 
 async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) -> Result:
@@ -67,11 +75,12 @@ async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) 
     if envelope.deadline is not None and utcnow() > envelope.deadline:
         return Result(Outcome.TERMINAL, "deadline-expired", f"deadline {envelope.deadline} passed")
     try:
-        await call_handler(registered, envelope.payload, ctx)
+        returned = await call_handler(registered, envelope.payload, ctx)
     except PermanentError as error:
-        return Result(Outcome.TERMINAL, "permanent-error", describe(error))
+        return Result(Outcome.TERMINAL, "permanent-error", describe(error), http_status(error))
     except TimeoutError:
         return Result(Outcome.RETRYABLE, "timeout", f"attempt ran past {ctx.timeout_seconds}s")
     except Exception as error:
-        return Result(Outcome.RETRYABLE, "exception", describe(error))
-    return SUCCESS
+        return Result(Outcome.RETRYABLE, "exception", describe(error), http_status(error))
+    status = http_status(returned)
+    return SUCCESS if status is None else Result(Outcome.SUCCEEDED, "succeeded", None, status)

@@ -20,6 +20,7 @@ from topology.declare import declare_topology
 from topology.envelope import Envelope
 from topology.errors import MessageDecodeError
 from topology.headers import H_REDELIVERED, attempt_number
+from topology.history.publisher import HistoryPublisher
 from topology.names import Names
 from worker.acks import Acks
 from worker.adopt import Adopter, needs_plan
@@ -33,19 +34,13 @@ from worker.limits import body_too_large
 from worker.metrics import WorkerMetrics
 from worker.overlap import run_guarded
 from worker.registry import Registry
+from worker.report import Ended, Reporter
 from worker.settings import WorkerSettings
 from worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
 #: While the main queue still holds ready messages, ``join`` looks again this often.
 JOIN_POLL_SECONDS = 0.02
-_LEVELS = {
-    Action.ACK: "info",
-    Action.RETRY: "warning",
-    Action.FAIL: "error",
-    Action.CONTENDED: "info",
-    Action.REPLACED: "warning",
-}
 
 
 class Worker:
@@ -69,6 +64,9 @@ class Worker:
         self._idle.set()
         self._channel: AbstractChannel | None = None
         self._metrics = WorkerMetrics(settings.metrics_port != 0)
+        #: The run history's publisher; its ``published`` and ``dropped`` counts are public.
+        self.history = HistoryPublisher(self.names, settings, "worker")
+        self._report = Reporter(self._metrics, self.history)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
 
@@ -133,6 +131,8 @@ class Worker:
         publish_conn = await connect(self.settings, "warren-worker-publish")
         stack.push_async_callback(publish_conn.close)
         await self._crashes.open(publish_conn)
+        await self.history.start(publish_conn)
+        stack.push_async_callback(self.history.close)
         http = LazyHttp()
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
@@ -191,7 +191,11 @@ class Worker:
             verdict = decide(result, message.routing_key)
             run_id = envelope.run_id if envelope else message.message_id
             settled = await self._settle(message, verdict, attempt, run_id)
-            self._log(message, envelope, attempt, verdict, time.monotonic() - started)
+            seconds = time.monotonic() - started
+            failed = settled and verdict.action is Action.FAIL
+            self._report.ended(
+                Ended(message, envelope, attempt, verdict, seconds, failed, result.http_status)
+            )
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
             await self._crashes.leave(mark, settled)
@@ -271,25 +275,3 @@ class Worker:
             )
             return False
         return True
-
-    def _log(
-        self,
-        message: Delivery,
-        envelope: Envelope | None,
-        attempt: int,
-        verdict: Verdict,
-        seconds: float,
-    ) -> None:
-        task = envelope.task if envelope else None
-        self._metrics.attempt(task or "-", verdict.action.value, verdict.reason, seconds)
-        getattr(log, _LEVELS[verdict.action])(
-            "attempt",
-            run_id=envelope.run_id if envelope else message.message_id,
-            schedule=envelope.schedule if envelope else None,
-            task=envelope.task if envelope else None,
-            attempt=attempt,
-            outcome=verdict.action.value,
-            reason=verdict.reason,
-            duration_ms=round(seconds * 1000, 2),
-            error=verdict.error,
-        )

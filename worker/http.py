@@ -21,9 +21,17 @@ EXCERPT_CHARS = 500
 class HttpStatusError(RetryableError):
     """The endpoint answered with a status worth retrying (408, 429, 5xx)."""
 
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 class HttpStatusRejected(PermanentError):
     """The endpoint answered with a status no retry can fix (3xx, other 4xx)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def cron_headers(ctx: TaskContext) -> dict[str, str]:
@@ -46,8 +54,8 @@ def check_status(request: HttpRequest, response: httpx.Response) -> None:
     excerpt = response.text[:EXCERPT_CHARS]
     message = f"HTTP {status} from {request.method} {request.url}: {excerpt}"
     if status in RETRYABLE_STATUSES or status >= 500:
-        raise HttpStatusError(message)
-    raise HttpStatusRejected(message)
+        raise HttpStatusError(message, status)
+    raise HttpStatusRejected(message, status)
 
 
 class HttpHandler:

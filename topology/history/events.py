@@ -58,20 +58,10 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def event(
-    kind: EventType,
-    *,
-    run_id: str | None = None,
-    schedule: str | None = None,
-    task: str | None = None,
-    at: datetime | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
-    """One event as the dict that goes on the wire; ``None`` fields are left out."""
+def event(kind: EventType, *, at: datetime | None = None, **fields: Any) -> dict[str, Any]:
+    """One event as the dict that goes on the wire (``run_id``, ``schedule`` and ``task`` among
+    ``fields`` where it belongs to a run); ``None`` fields are left out."""
     data: dict[str, Any] = {"v": SCHEMA, "type": kind, "at": utc_text(at or utcnow())}
-    for key, value in (("run_id", run_id), ("schedule", schedule), ("task", task)):
-        if value is not None:
-            data[key] = value
     data.update((key, value) for key, value in fields.items() if value is not None)
     return data
 

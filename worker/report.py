@@ -1,0 +1,103 @@
+"""Report the end of each attempt: one log line, the metrics, and an ``attempt`` event in the
+run history (with a ``failed`` event when the task went to the failed queue)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from topology.envelope import Envelope
+from topology.headers import H_SCHEDULE
+from topology.history.events import event, excerpt
+from topology.history.publisher import HistoryPublisher
+from worker.delivery import Delivery
+from worker.fate import Action, Verdict
+from worker.metrics import WorkerMetrics
+
+log = structlog.get_logger("worker")
+_LEVELS = {
+    Action.ACK: "info",
+    Action.RETRY: "warning",
+    Action.FAIL: "error",
+    Action.CONTENDED: "info",
+    Action.REPLACED: "warning",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How one attempt ended, as the worker saw it."""
+
+    message: Delivery
+    envelope: Envelope | None
+    attempt: int
+    verdict: Verdict
+    seconds: float
+    #: The task went to the failed queue (its record confirmed, or dead-lettered as ``final``).
+    failed: bool = False
+    http_status: int | None = None
+
+
+class Reporter:
+    """Writes what each attempt did where operators look: logs, metrics, history."""
+
+    def __init__(self, metrics: WorkerMetrics, history: HistoryPublisher | None) -> None:
+        self._metrics = metrics
+        self._history = history
+        self._where: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+
+    def ended(self, end: Ended) -> None:
+        """Report one attempt's end."""
+        verdict, ids = end.verdict, _ids(end)
+        self._metrics.attempt(ids["task"] or "-", verdict.action.value, verdict.reason, end.seconds)
+        duration_ms = round(end.seconds * 1000, 2)
+        getattr(log, _LEVELS[verdict.action])(
+            "attempt",
+            **ids,
+            attempt=end.attempt,
+            outcome=verdict.action.value,
+            reason=verdict.reason,
+            duration_ms=duration_ms,
+            error=verdict.error,
+        )
+        if self._history is not None:
+            self._to_history(self._history, end, ids, duration_ms)
+
+    def _to_history(
+        self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], ms: float
+    ) -> None:
+        verdict, error = end.verdict, excerpt(end.verdict.error)
+        history.emit(
+            event(
+                "attempt",
+                **ids,
+                attempt=end.attempt,
+                outcome=verdict.action.value,
+                reason=verdict.reason,
+                duration_ms=ms,
+                error=error,
+                http_status=end.http_status,
+                **self._where,
+            )
+        )
+        if end.failed:
+            history.emit(
+                event("failed", **ids, reason=verdict.reason, attempts=end.attempt, error=error)
+            )
+
+
+def _ids(end: Ended) -> dict[str, Any]:
+    """Run id, schedule and task; from the headers when the body was no envelope."""
+    if end.envelope is not None:
+        envelope = end.envelope
+        return {"run_id": envelope.run_id, "schedule": envelope.schedule, "task": envelope.task}
+    schedule = end.message.headers.get(H_SCHEDULE)
+    return {
+        "run_id": end.message.message_id,
+        "schedule": schedule if isinstance(schedule, str) else None,
+        "task": None,
+    }
