@@ -95,6 +95,7 @@ class Bench:
         names = self.names
         queues = [names.main_queue, names.failed_queue, names.monitor_queue]
         queues += [names.watermark_queue, names.leader_queue]
+        queues += [names.history_stream, names.control_stream, names.status_queue]
         queues += [names.retry_queue(key) for key in self.plan_keys]
         connection = await aio_pika.connect(self.url)
         async with connection:

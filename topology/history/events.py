@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import orjson
 
-from topology.envelope import utcnow
+from topology.clock import now_text
 from topology.runtime.settings import redact_urls
 from topology.schedules.timing import utc_text
 
@@ -61,14 +61,25 @@ def who() -> str:
 def event(kind: EventType, *, at: datetime | None = None, **fields: Any) -> dict[str, Any]:
     """One event as the dict that goes on the wire (``run_id``, ``schedule`` and ``task`` among
     ``fields`` where it belongs to a run); ``None`` fields are left out."""
-    data: dict[str, Any] = {"v": SCHEMA, "type": kind, "at": utc_text(at or utcnow())}
-    data.update((key, value) for key, value in fields.items() if value is not None)
+    data: dict[str, Any] = {
+        "v": SCHEMA,
+        "type": kind,
+        "at": now_text() if at is None else utc_text(at),
+    }
+    for key, value in fields.items():
+        if value is not None:
+            data[key] = value
     return data
 
 
 def encode(events: list[dict[str, Any]]) -> bytes:
     """The body of one stream message: a JSON array of events."""
     return orjson.dumps(events)
+
+
+def join(encoded: list[bytes]) -> bytes:
+    """The body of one stream message from events already encoded one by one."""
+    return b"[" + b",".join(encoded) + b"]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ import functools
 import io
 import logging
 import sys
-import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, BinaryIO, Literal, NamedTuple
@@ -31,6 +30,7 @@ from structlog.stdlib import ProcessorFormatter, add_logger_name
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from topology.broker.outage import demote_reconnect_chatter
+from topology.clock import IsoClock
 from topology.runtime.settings import redact_urls
 
 #: The methods structlog calls on the object it writes to, one per level.
@@ -41,21 +41,14 @@ _METHODS += ("exception", "fatal", "failure")
 class IsoStamper:
     """Adds ``timestamp``, ISO 8601 in UTC with microseconds: 2026-11-22T03:23:42.698693Z."""
 
-    __slots__ = ("_cached",)
+    __slots__ = ("_clock",)
 
     def __init__(self) -> None:
-        # One tuple, so that a handler thread never pairs one second with another's text.
-        self._cached = (-1, "")
+        self._clock = IsoClock()
 
     def __call__(self, _logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
         """Stamp one event (structlog processor)."""
-        now = time.time()
-        second = int(now)
-        cached, prefix = self._cached
-        if second != cached:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._cached = (second, prefix)
-        event_dict["timestamp"] = f"{prefix}.{int((now - second) * 1e6):06d}Z"
+        event_dict["timestamp"] = self._clock.text()
         return event_dict
 
 
