@@ -1,5 +1,5 @@
 """What the ops scripts share: exit codes, usage errors, retry-plan options, log lines on stderr,
-and a progress bar."""
+aligned tables and a progress bar."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from typing import TextIO
 
 import structlog
@@ -65,6 +66,18 @@ def log_to_stderr(level: str = "INFO") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+
+
+def widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    """The width of each column: its longest cell."""
+    return [max(len(cells[i]) for cells in rows) for i in range(len(rows[0]))]
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as a text table, columns aligned; the first row is the header."""
+    sizes = widths(rows)
+    lines = ("  ".join(c.ljust(w) for c, w in zip(cells, sizes, strict=True)) for cells in rows)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 class ProgressBar:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from _cli import aligned
 
 from topology.headers import H_X_DEATH, jsonable, text
 from topology.records import FailedRecord
@@ -34,12 +35,7 @@ def row(record: FailedRecord) -> tuple[str, ...]:
 
 def table(records: Sequence[FailedRecord]) -> str:
     """Records as an aligned text table with a header line."""
-    rows = [COLUMNS, *(row(record) for record in records)]
-    widths = [max(len(cells[i]) for cells in rows) for i in range(len(COLUMNS))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)) for cells in rows
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    return aligned([COLUMNS, *(row(record) for record in records)])
 
 
 def pretty_json(value: Any) -> str:

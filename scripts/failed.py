@@ -3,8 +3,9 @@
 
 The failed queue is the store of record: ``list``, ``show`` and ``export`` read it without
 removing anything (records go back in order); only ``replay`` and ``purge`` take records
-out, and only those matching the filters. Exit codes: 0 all went well, 1 some records could
-not be moved (or none matched, or the purge was declined), 2 usage error, 3 broker trouble.
+out, and only those matching the filters; each record they move or delete is written to the
+run history (``history.py``). Exit codes: 0 all went well, 1 some records could not be moved
+(or none matched, or the purge was declined), 2 usage error, 3 broker trouble.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from topology.failed.export import exported
 from topology.failed.replay import Replayer, ReplayOptions
 from topology.failed.store import purge_records, read_records, restore_records
 from topology.failed.tally import Tally
+from topology.history.events import record_event
+from topology.history.publisher import publishing
 from topology.names import Names
 from topology.plan import RetryPlan, task_plan
 from topology.records import FailedRecord
@@ -197,9 +200,17 @@ async def cmd_purge(settings: CronSettings, args: argparse.Namespace) -> int:
         limit = len(found)  # never more than the user agreed to
     bar = ProgressBar("purging")
     export = (lambda records: write_jsonl(args.export, records)) if args.export else None
-    tally = await _with_connection(
-        settings, lambda conn, n: purge_records(conn, n, select, limit, bar, export)
-    )
+
+    async def purge(connection: AbstractRobustConnection, names: Names) -> Tally:
+        # Each record removed is written to the run history as it goes.
+        async with publishing(connection, names, settings, "purge") as history:
+
+            def gone(record: FailedRecord) -> None:
+                history.emit(record_event("purged", record))
+
+            return await purge_records(connection, names, select, limit, bar, export, gone)
+
+    tally = await _with_connection(settings, purge)
     bar.close()
     print(f"purged {tally.moved} record(s)", file=sys.stderr)
     return EXIT_OK

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE
+from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned
 from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect
@@ -125,10 +125,7 @@ def table(rows: list[QueueRow]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(head))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
-    )
+    return aligned(cells)
 
 
 def main(argv: list[str] | None = None) -> int:

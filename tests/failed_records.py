@@ -52,13 +52,15 @@ async def ids_in(broker: TestBroker, queue: str) -> list[str]:
 
 def script_env(broker: TestBroker, **extra: str) -> dict[str, str]:
     """Environment of a script working in the test's namespace."""
+    # Output is captured, not a terminal: no width of the terminal the tests run in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
+    env.pop("COLUMNS", None)
     env.update(
         CRON_NAMESPACE=broker.names.namespace,
         CRON_AMQP_URL=broker.url,
         CRON_QUEUE_TYPE=broker.queue_type,
-        **extra,
     )
+    env.update(extra)  # may name another broker
     return env
 
 

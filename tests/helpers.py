@@ -102,3 +102,12 @@ async def wait_history(
 
     await eventually(check, timeout, what=what)
     return found
+
+
+def attempt_ended(run_id: str, outcome: str) -> Callable[[list[Event]], bool]:
+    """A condition for ``wait_history``: an attempt of ``run_id`` ended with ``outcome``."""
+
+    def seen(events: list[Event]) -> bool:
+        return any(e.run_id == run_id and e.get("outcome") == outcome for e in events)
+
+    return seen

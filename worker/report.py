@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from topology.envelope import Envelope
-from topology.headers import H_SCHEDULE
+from topology.headers import H_REPLAYS, H_SCHEDULE, number
 from topology.history.events import event, excerpt
 from topology.history.publisher import HistoryPublisher
 from worker.delivery import Delivery
@@ -71,6 +71,9 @@ class Reporter:
         self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], ms: float
     ) -> None:
         verdict, error = end.verdict, excerpt(end.verdict.error)
+        # Which replay the attempt belongs to: its events may reach the stream before the
+        # replay's own (topology/history/runs.py).
+        ids = {**ids, "replay": number(end.message.headers.get(H_REPLAYS)) or None}
         history.emit(
             event(
                 "attempt",

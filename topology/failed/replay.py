@@ -10,7 +10,9 @@ a task is in both queues; its run id tells the copies apart.
 
 A replay strips the broker's ``x-death`` (RabbitMQ 4.x ignores one a client sends), keeps the
 record's history under ``cron-history`` and counts replays in ``cron-replays``. The worker
-then counts attempts from 1 again, and the task runs its whole plan once more.
+then counts attempts from 1 again, and the task runs its whole plan once more. Each record
+moved is written to the run history as a ``replayed`` event (a dry run writes nothing); the
+history never holds a replay up.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -37,6 +40,8 @@ from topology.failed.select import RecordFilter
 from topology.failed.tally import Progress, Tally
 from topology.failed.window import Window
 from topology.headers import H_HISTORY, H_REPLAYS, H_RUN_ID
+from topology.history.events import record_event
+from topology.history.publisher import HistoryPublisher, publishing
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.records import (
@@ -118,7 +123,9 @@ class Replayer:
         # a second time by a later pass.
         self.options = replace(options, select=replace(options.select, until=utcnow()))
         self.tally = Tally()
-        self._published: set[str] = set()
+        #: Records whose copy was confirmed, with the plan it went out on and when.
+        self._published: dict[str, tuple[str, datetime]] = {}
+        self._history: HistoryPublisher | None = None
         self._refused: set[str] = set()
         self._next_publish = 0.0
         self._connected = False
@@ -159,7 +166,7 @@ class Replayer:
         # Losing the broker ends the session: _await_broker says so and opens another.
         connection = await connect(self.settings, "warren-replay", log_outages=False)
         self._connected = True
-        async with connection:
+        async with connection, self._recording(connection) as self._history:
             exchange, plans = await self._publisher(connection)
             async with (
                 holding(connection, self.names.failed_queue) as held,
@@ -174,6 +181,13 @@ class Replayer:
                 # Every move ends (copy confirmed, record acked) before the channel closes and
                 # returns what was not acked.
                 await moves.drain()
+
+    def _recording(
+        self, connection: AbstractRobustConnection
+    ) -> AbstractAsyncContextManager[HistoryPublisher | None]:
+        if self.options.dry_run:
+            return nullcontext(None)
+        return publishing(connection, self.names, self.settings, "replay")
 
     async def _publisher(
         self, connection: AbstractRobustConnection
@@ -200,7 +214,7 @@ class Replayer:
             self.tally.moved += 1
         elif key in self._published:
             await message.ack()  # confirmed on an earlier pass whose ack was lost
-            self.tally.moved += 1
+            self._moved(record, *self._published[key])
         else:
             await self._pace()
             plan = self.options.plan_for(record)
@@ -217,11 +231,19 @@ class Replayer:
     ) -> None:
         if await self._publish(record, key, exchange, plan):
             await message.ack()
-            self.tally.moved += 1
+            self._moved(record, *self._published[key])
+
+    def _moved(self, record: FailedRecord, plan: str, at: datetime) -> None:
+        self.tally.moved += 1
+        if self._history is not None:
+            replay = record.replays + 1
+            self._history.emit(record_event("replayed", record, at=at, plan=plan, replay=replay))
 
     async def _publish(
         self, record: FailedRecord, key: str, exchange: AbstractExchange, plan: RetryPlan
     ) -> bool:
+        # The replay's time is that of the publish: the task may run before the ack.
+        at = utcnow()
         try:
             await exchange.publish(
                 replay_message(record), plan.key, mandatory=True, timeout=PUBLISH_TIMEOUT_SECONDS
@@ -229,7 +251,7 @@ class Replayer:
         except DeliveryError as error:
             self._refuse(record, key, f"not confirmed: {error!r}")
             return False
-        self._published.add(key)
+        self._published[key] = (plan.key, at)
         return True
 
     def _refuse(self, record: FailedRecord, key: str, why: str) -> None:

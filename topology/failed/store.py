@@ -21,6 +21,8 @@ from topology.names import Names
 from topology.records import FailedRecord, read_record
 
 Exporter = Callable[[list[FailedRecord]], None]
+#: Told of each record once it is gone from the failed queue.
+Removed = Callable[[FailedRecord], None]
 
 
 async def read_records(
@@ -42,17 +44,21 @@ async def purge_records(
     limit: int | None = None,
     progress: Progress | None = None,
     export: Exporter | None = None,
+    removed: Removed | None = None,
 ) -> Tally:
-    """Remove matching records, after ``export`` (if given) has saved every one of them."""
+    """Remove matching records, after ``export`` (if given) has saved every one of them;
+    ``removed`` hears of each one removed."""
     tally = Tally()
 
     async def remove(chosen: list[tuple[AbstractIncomingMessage, FailedRecord]]) -> None:
         tally.matched = len(chosen)
         if export is not None:
             export([record for _, record in chosen])
-        for message, _ in chosen:
+        for message, record in chosen:
             await message.ack()
             tally.moved += 1
+            if removed is not None:
+                removed(record)
 
     await _choose(connection, names, select, limit, progress, purge=remove)
     return tally

@@ -9,12 +9,15 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `triggered` | `scheduled_for`, `plan`, `by`                                                 |
 | `skipped`   | `scheduled_for`, `reason`                                                     |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
-|             | `host`, `pid`                                                                 |
-| `failed`    | `reason`, `attempts`, `error`                                                 |
-| `replayed`  | `by`, `plan`                                                                  |
+|             | `host`, `pid`, `replay`                                                       |
+| `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
+| `replayed`  | `by`, `plan`, `replay`                                                        |
 | `purged`    | `by`                                                                          |
 | `paused`    | `by`, `reason`                                                                |
 | `resumed`   | `by`, `catch_up`                                                              |
+
+``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
+before any replay.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from topology.clock import now_text
 from topology.runtime.settings import redact_urls
 from topology.schedules.timing import utc_text
+
+if TYPE_CHECKING:
+    from topology.records import FailedRecord
 
 SCHEMA = 1
 EventType = Literal[
@@ -70,6 +76,14 @@ def event(kind: EventType, *, at: datetime | None = None, **fields: Any) -> dict
         if value is not None:
             data[key] = value
     return data
+
+
+def record_event(
+    kind: EventType, record: FailedRecord, at: datetime | None = None, **fields: Any
+) -> dict[str, Any]:
+    """An event about a failed record's run (a replay, a purge), done by whoever runs this."""
+    ids = {"run_id": record.run_id, "schedule": record.schedule, "task": record.task}
+    return event(kind, at=at, **ids, by=who(), **fields)
 
 
 def encode(events: list[dict[str, Any]]) -> bytes:

@@ -18,6 +18,7 @@ import itertools
 import os
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -160,3 +161,16 @@ class HistoryPublisher:
         if self._failing is not None:
             log.info("history events published again", dropped_so_far=self.dropped)
             self._failing = None
+
+
+@contextlib.asynccontextmanager
+async def publishing(
+    connection: AbstractRobustConnection, names: Names, settings: HistorySettings, process: str
+) -> AsyncIterator[HistoryPublisher]:
+    """A publisher started on ``connection`` for the block, and flushed when it ends."""
+    publisher = HistoryPublisher(names, settings, process)
+    await publisher.start(connection)
+    try:
+        yield publisher
+    finally:
+        await publisher.close()

@@ -4,10 +4,17 @@ A run's outcome is ``running`` from its fire (or replay) until an attempt ends i
 ``succeeded``, ``failed``, ``retrying`` while its plan goes on, ``lock-contended`` or
 ``replaced`` when its overlap policy settled it, ``skipped`` when the scheduler did not
 publish it.
+
+Attempt numbers start at 1 again after a replay, so a run's ``attempts`` adds up the highest
+attempt number of each replay. Attempt, failure and replay events carry the number of the
+replay they belong to (``replay``, absent before the first): the worker's attempt event for a
+replayed task may reach the stream before the replay script's ``replayed`` event, and an
+event of an earlier replay never takes a run back to where it stood then.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,8 +24,12 @@ from topology.history.events import Event
 from topology.schedules.timing import utc_text
 
 RUNNING = "running"
+#: Every outcome a run can have, for filters (``history.py --outcome``).
+OUTCOMES = (RUNNING, "retrying", "succeeded", "failed", "lock-contended", "replaced", "skipped")
 #: Outcomes after which nothing more happens to a run unless someone replays it.
-ENDED = frozenset({"succeeded", "failed", "skipped", "lock-contended", "replaced"})
+ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
+#: The time in a run id: ``nightly@<time>``, ``nightly@manual-<time>``, ``once:job@<time>-<hex>``.
+_RUN_TIME = re.compile(r"@(?:manual-)?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 #: Where each attempt outcome leaves the run.
 _AFTER_ATTEMPT = {"retrying": "retrying"}
 
@@ -39,6 +50,10 @@ class Run:
     replays: int = 0
     purged: bool = False
     events: list[Event] = field(default_factory=list)
+    #: The highest attempt number seen of each replay (0: before the first).
+    tries: dict[int, int] = field(default_factory=dict, repr=False)
+    #: Replay and attempt number of ``last_error``: a late event of an earlier one loses.
+    error_of: tuple[int, int] = field(default=(0, 0), repr=False)
 
     def apply(self, event: Event) -> None:
         """Take one event of this run into account."""
@@ -49,9 +64,15 @@ class Run:
         _APPLY.get(event.type, _ignore)(self, event)
 
     @property
+    def begun_at(self) -> datetime | None:
+        """When the run began: its scheduled time, else the time in its run id, else its first
+        event."""
+        return self.scheduled_for or run_time(self.run_id) or self.started_at
+
+    @property
     def seconds(self) -> float | None:
-        """Time from the fire (or the first event) to the end; None while it has not ended."""
-        begin = self.scheduled_for or self.started_at
+        """Time from ``begun_at`` to the end; None while the run has not ended."""
+        begin = self.begun_at
         if self.ended_at is None or begin is None:
             return None
         return (self.ended_at - begin).total_seconds()
@@ -73,8 +94,28 @@ class Run:
 
     def story(self) -> dict[str, Any]:
         """The run with every event, as ``history.py show --json`` prints it."""
-        events = [{key: value for key, value in e.data.items() if key != "v"} for e in self.events]
-        return {**self.summary(), "events": events}
+        return {**self.summary(), "events": [_story_event(e) for e in self.in_time_order()]}
+
+    def in_time_order(self) -> list[Event]:
+        """The events by their time: writers publish in batches of their own, so the stream
+        may hold a replay after the attempt it caused."""
+        return sorted(self.events, key=lambda event: event.at)
+
+
+def _story_event(event: Event) -> dict[str, Any]:
+    data = {key: value for key, value in event.data.items() if key != "v"}
+    if event.type == "attempt":
+        data.setdefault("error", None)  # every attempt has the key; a success holds null
+    return data
+
+
+def run_time(run_id: str) -> datetime | None:
+    """The time a run id names (its fire, trigger or enqueue), or None when it names none."""
+    match = _RUN_TIME.search(run_id)
+    try:
+        return datetime.fromisoformat(match.group(1)) if match else None
+    except ValueError:  # a foreign client's id that only looks like it names a time
+        return None
 
 
 def _text(moment: datetime | None) -> str | None:
@@ -96,23 +137,38 @@ def _skipped(run: Run, event: Event) -> None:
     run.last_error = event.get("reason")
 
 
+def _counted(run: Run, event: Event, attempt: int) -> bool:
+    """Count ``attempt`` under its replay, keep its error if it is the latest; False when a
+    later replay was seen already."""
+    replay = int(event.get("replay", 0))
+    run.tries[replay] = max(run.tries.get(replay, 0), attempt)
+    run.attempts = sum(run.tries.values())
+    if event.get("error") and (replay, attempt) >= run.error_of:
+        run.last_error, run.error_of = event.get("error"), (replay, attempt)
+    current = replay >= run.replays
+    run.replays = max(run.replays, replay)
+    return current
+
+
 def _attempt(run: Run, event: Event) -> None:
-    run.attempts = max(run.attempts, int(event.get("attempt", 0)))
+    if not _counted(run, event, int(event.get("attempt", 0))):
+        return
     outcome = str(event.get("outcome", RUNNING))
     run.outcome = _AFTER_ATTEMPT.get(outcome, outcome)
     run.ended_at = event.at if run.outcome in ENDED else None
-    run.last_error = event.get("error") or run.last_error
 
 
 def _failed(run: Run, event: Event) -> None:
+    if not _counted(run, event, int(event.get("attempts", 0))):
+        return
     run.outcome, run.ended_at = "failed", event.at
-    run.attempts = max(run.attempts, int(event.get("attempts", 0)))
-    run.last_error = event.get("error") or run.last_error
 
 
 def _replayed(run: Run, event: Event) -> None:
-    run.replays += 1
-    run.outcome, run.ended_at = RUNNING, None
+    replay = int(event.get("replay", run.replays + 1))
+    if replay > run.replays:  # else attempts of this replay came first: they tell the outcome
+        run.outcome, run.ended_at = RUNNING, None
+    run.replays = max(run.replays, replay)
 
 
 def _purged(run: Run, event: Event) -> None:
