@@ -65,7 +65,9 @@ class Worker:
         self._channel: AbstractChannel | None = None
         self._metrics = WorkerMetrics(settings.metrics_port != 0)
         #: The run history's publisher; its ``published`` and ``dropped`` counts are public.
-        self.history = HistoryPublisher(self.names, settings, "worker")
+        self.history = HistoryPublisher(
+            self.names, settings, "worker", metrics=self._metrics.enabled
+        )
         self._report = Reporter(self._metrics, self.history)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None

@@ -73,11 +73,12 @@ class Reporter:
         verdict, error = end.verdict, excerpt(end.verdict.error)
         # Which replay the attempt belongs to: its events may reach the stream before the
         # replay's own (topology/history/runs.py).
-        ids = {**ids, "replay": number(end.message.headers.get(H_REPLAYS)) or None}
+        replay = number(end.message.headers.get(H_REPLAYS)) or None
         history.emit(
             event(
                 "attempt",
                 **ids,
+                replay=replay,
                 attempt=end.attempt,
                 outcome=verdict.action.value,
                 reason=verdict.reason,
@@ -89,7 +90,14 @@ class Reporter:
         )
         if end.failed:
             history.emit(
-                event("failed", **ids, reason=verdict.reason, attempts=end.attempt, error=error)
+                event(
+                    "failed",
+                    **ids,
+                    replay=replay,
+                    reason=verdict.reason,
+                    attempts=end.attempt,
+                    error=error,
+                )
             )
 
 

@@ -31,7 +31,6 @@ from topology.errors import BROKER_TROUBLE
 from topology.history.events import join
 from topology.history.stream import HistorySettings, declare_history
 from topology.names import Names
-from topology.runtime.metrics import HISTORY_DROPPED, HISTORY_EVENTS
 
 log = structlog.get_logger("history")
 CHUNK = 500
@@ -46,7 +45,9 @@ REDECLARE_SECONDS = 10.0
 class HistoryPublisher:
     """Sends events to ``<ns>_history``; ``dropped`` counts those it could not."""
 
-    def __init__(self, names: Names, settings: HistorySettings, process: str) -> None:
+    def __init__(
+        self, names: Names, settings: HistorySettings, process: str, *, metrics: bool = True
+    ) -> None:
         self._names = names
         self._settings = settings
         # Encoded at once: bytes are no work for the garbage collector, while thousands of
@@ -54,8 +55,14 @@ class HistoryPublisher:
         self._buffer: deque[bytes] = deque()
         self._wake = asyncio.Event()
         self._ids = (f"h{os.getpid()}-{n}" for n in itertools.count())
-        self._dropped_metric = HISTORY_DROPPED.labels(process=process)
-        self._sent_metric = HISTORY_EVENTS.labels(process=process)
+        self._dropped_metric: Any = None
+        self._sent_metric: Any = None
+        if metrics:
+            # Imported only when served: prometheus-client adds a tenth of a second to start-up.
+            from topology.runtime.metrics import HISTORY_DROPPED, HISTORY_EVENTS
+
+            self._dropped_metric = HISTORY_DROPPED.labels(process=process)
+            self._sent_metric = HISTORY_EVENTS.labels(process=process)
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
         self._task: asyncio.Task[None] | None = None
@@ -148,7 +155,8 @@ class HistoryPublisher:
 
     def _drop(self, count: int, why: str) -> None:
         self.dropped += count
-        self._dropped_metric.inc(count)
+        if self._dropped_metric is not None:
+            self._dropped_metric.inc(count)
         if self._failing is None:
             log.warning("history events dropped; attempts go on", count=count, error=why)
         self._failing = why
@@ -157,7 +165,8 @@ class HistoryPublisher:
         if not count:
             return
         self.published += count
-        self._sent_metric.inc(count)
+        if self._sent_metric is not None:
+            self._sent_metric.inc(count)
         if self._failing is not None:
             log.info("history events published again", dropped_so_far=self.dropped)
             self._failing = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
@@ -21,27 +22,47 @@ Start = str | int | datetime
 PREFETCH = 2000
 #: No delivery for this long after the known end: the read is done.
 TAIL_SECONDS = 0.1
-#: No delivery for this long while short of the known end (or without one): give up there.
-STALL_SECONDS = 1.0
+#: How long the last chunk may take to come: none by then means the stream is empty.
+PROBE_SECONDS = 2.0
+#: No delivery for this long while short of the known end: the broker is stuck; give up there.
+STALL_SECONDS = 15.0
 _ACK_EVERY = 500
 
 
-async def _last_offset(channel: AbstractChannel, stream: str) -> int | None:
-    """An offset at or before the stream's end; None when the stream is empty."""
-    first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+@dataclass(frozen=True, slots=True)
+class End:
+    """An offset at or before the stream's end, and the time of the latest event there."""
+
+    offset: int
+    latest: datetime | None
+
+
+async def _end(channel: AbstractChannel, stream: str) -> End | None:
+    """Where the stream ends now; None when it is empty."""
+    first: asyncio.Future[End] = asyncio.get_running_loop().create_future()
 
     async def seen(message: AbstractIncomingMessage) -> None:
         if not first.done():
-            first.set_result(_offset(message))
+            times = [event.at for event in decode(message.body, 0)]
+            first.set_result(End(_offset(message), max(times, default=None)))
 
     queue = await channel.get_queue(stream, ensure=False)
     tag = await queue.consume(seen, arguments={"x-stream-offset": "last"})
     try:
-        return await asyncio.wait_for(first, STALL_SECONDS)
+        return await asyncio.wait_for(first, PROBE_SECONDS)
     except TimeoutError:
         return None
     finally:
         await queue.cancel(tag)
+
+
+def _nothing_after(start: Start, end: End) -> bool:
+    """True when no event can lie at or after ``start``: reading would only wait."""
+    if isinstance(start, int):
+        return start > end.offset
+    if isinstance(start, datetime):
+        return end.latest is not None and start > end.latest
+    return start == "next"
 
 
 def _offset(message: AbstractIncomingMessage) -> int:
@@ -57,13 +78,13 @@ async def read_stream(
     try:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.
         await channel.set_qos(prefetch_count=PREFETCH)
-        end = await _last_offset(channel, stream)
-        if end is None or (isinstance(start, int) and start > end):
+        end = await _end(channel, stream)
+        if end is None or _nothing_after(start, end):
             return
         inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         queue = await channel.get_queue(stream, ensure=False)
         await queue.consume(inbox.put, arguments={"x-stream-offset": start})
-        async for event in _drain(inbox, end):
+        async for event in _drain(inbox, end.offset):
             yield event
     finally:
         await channel.close()
