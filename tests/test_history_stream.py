@@ -1,0 +1,63 @@
+"""The history stream's publisher and reader: bounded, batched, and read to the end."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import aio_pika
+import pytest
+
+import topology.history.publisher as publisher_module
+from tests.conftest import TestBroker
+from topology.envelope import utcnow
+from topology.history.events import event
+from topology.history.publisher import HistoryPublisher
+from topology.history.reader import read_stream
+from topology.history.stream import declare_history
+from topology.names import Names
+from topology.runtime.settings import CronSettings
+
+
+def test_a_full_buffer_drops_and_counts_instead_of_growing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the stream unable to take events, memory stays bounded and each drop is counted."""
+    monkeypatch.setattr(publisher_module, "CAPACITY", 10)
+    history = HistoryPublisher(Names("x"), CronSettings(), "test", metrics=False)
+    for n in range(15):
+        history.emit(event("attempt", run_id=f"r{n}"))
+    assert (history.dropped, history.published) == (5, 0)
+
+
+@pytest.mark.broker
+async def test_many_events_arrive_in_order_in_few_messages(broker: TestBroker) -> None:
+    """A burst of 1,200 events is read back whole and in order, a few stream messages holding
+    them."""
+    history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
+    await history.start(broker.connection)  # type: ignore[arg-type]
+    for n in range(1200):
+        history.emit(event("attempt", run_id=f"r{n}", attempt=1, outcome="succeeded"))
+    await history.close()
+    events = [e async for e in read_stream(broker.connection, broker.names.history_stream)]
+    assert [e.run_id for e in events] == [f"r{n}" for n in range(1200)]
+    assert history.published == 1200
+    assert len({e.offset for e in events}) <= 12
+
+
+@pytest.mark.broker
+async def test_reading_skips_what_is_no_event_and_starts_where_asked(broker: TestBroker) -> None:
+    """Foreign bodies in the stream are skipped; a start after the last event reads nothing."""
+    await declare_history(broker.connection, broker.names, CronSettings())
+    channel = await broker.channel()
+    stream = broker.names.history_stream
+    for body in (b"not json", b'{"v": 99, "type": "attempt"}', b'[{"v": 1}]'):
+        await channel.default_exchange.publish(aio_pika.Message(body), stream)
+    history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
+    await history.start(broker.connection)  # type: ignore[arg-type]
+    history.emit(event("fired", run_id="nightly@x", schedule="nightly"))
+    await history.close()
+    everything = [e async for e in read_stream(broker.connection, stream)]
+    assert [(e.type, e.run_id, e.offset) for e in everything] == [("fired", "nightly@x", 3)]
+    later = utcnow() + timedelta(minutes=1)
+    assert [e async for e in read_stream(broker.connection, stream, later)] == []
+    assert [e async for e in read_stream(broker.connection, stream, 4)] == []
