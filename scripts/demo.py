@@ -3,8 +3,8 @@
 
 Runs in its own namespace (``warren_demo``) with retry delays of 500 ms, 1 s and 2 s, so a new
 user sees fires, retries, a recovery and tasks failing for good. It prints every attempt, a
-summary per schedule and what landed in the failed queue, then deletes the namespace unless
-``--keep``.
+summary per schedule, what landed in the failed queue, the status table and one failed run's
+story from the run history, then deletes the namespace unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ async def delete_namespace(settings: CronSettings) -> None:
     plans = [settings.default_plan(), *load_schedules(SCHEDULES, settings).plans().values()]
     keys = {step.key for plan in plans for step in plan.suffixes()}
     queues = [names.main_queue, names.failed_queue, names.monitor_queue, names.watermark_queue]
+    queues += [names.history_stream, names.control_stream, names.status_queue]
     queues += [names.retry_queue(key) for key in sorted(keys)]
     async with await connect(settings, "warren-demo-cleanup") as connection:
         channel = await connection.channel()
@@ -186,6 +187,18 @@ def print_monitor() -> None:
     print(f"\nmonitor: {len(seen)} failed task(s) logged as ERROR")
     for event in seen:
         print(f"  {event.get('run_id')}: {event.get('reason')} after {event.get('attempts')}")
+
+
+def print_story(records: list[AbstractIncomingMessage]) -> None:
+    """What an operator asks first: every schedule's state, and the whole story of a failed run."""
+    print("\nstatus (python scripts/status.py):", flush=True)
+    subprocess.run([sys.executable, "scripts/status.py"], cwd=ROOT, check=False)
+    if records:
+        run_id = str((records[0].headers or {}).get("cron-run-id"))
+        print(f"\nstory of one failed run (python scripts/history.py show {run_id}):", flush=True)
+        subprocess.run(
+            [sys.executable, "scripts/history.py", "show", run_id], cwd=ROOT, check=False
+        )
 
 
 def main() -> int:
@@ -206,6 +219,7 @@ def main() -> int:
     print_summary()
     print_failed(records)
     print_monitor()
+    print_story(records)
     if not args.keep:
         asyncio.run(delete_namespace(settings))
     print(f"\nlogs: {', '.join(str(s.log.relative_to(ROOT)) for s in SERVICES)}")
