@@ -26,13 +26,15 @@ STALL_SECONDS = 1.0
 _ACK_EVERY = 500
 
 
-async def _last_offset(channel: AbstractChannel, stream: str) -> int | None:
-    """An offset at or before the stream's end; None when the stream is empty."""
+async def last_offset(channel: AbstractChannel, stream: str) -> int | None:
+    """An offset at or before the stream's end; None when the stream is empty.
+
+    ``channel`` needs a prefetch (``set_qos``): streams serve no consumer without one."""
     first: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     async def seen(message: AbstractIncomingMessage) -> None:
         if not first.done():
-            first.set_result(_offset(message))
+            first.set_result(stream_offset(message))
 
     queue = await channel.get_queue(stream, ensure=False)
     tag = await queue.consume(seen, arguments={"x-stream-offset": "last"})
@@ -44,7 +46,8 @@ async def _last_offset(channel: AbstractChannel, stream: str) -> int | None:
         await queue.cancel(tag)
 
 
-def _offset(message: AbstractIncomingMessage) -> int:
+def stream_offset(message: AbstractIncomingMessage) -> int:
+    """The offset of a message delivered from a stream."""
     return int((message.headers or {}).get("x-stream-offset", -1))  # type: ignore[arg-type]
 
 
@@ -57,27 +60,31 @@ async def read_stream(
     try:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.
         await channel.set_qos(prefetch_count=PREFETCH)
-        end = await _last_offset(channel, stream)
-        if end is None or (isinstance(start, int) and start > end):
+        end = await last_offset(channel, stream)
+        if end is None:
             return
         inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         queue = await channel.get_queue(stream, ensure=False)
         await queue.consume(inbox.put, arguments={"x-stream-offset": start})
-        async for event in _drain(inbox, end):
+        # ``end`` starts the last chunk: a start past it may still be short of the real end.
+        before = start - 1 if isinstance(start, int) else -1
+        async for event in _drain(inbox, end, before):
             yield event
     finally:
         await channel.close()
 
 
-async def _drain(inbox: asyncio.Queue[AbstractIncomingMessage], end: int) -> AsyncIterator[Event]:
-    offset, unacked = -1, 0
+async def _drain(
+    inbox: asyncio.Queue[AbstractIncomingMessage], end: int, offset: int
+) -> AsyncIterator[Event]:
+    unacked = 0
     while True:
         wait = TAIL_SECONDS if offset >= end else STALL_SECONDS
         try:
             message = await asyncio.wait_for(inbox.get(), wait)
         except TimeoutError:
             return
-        offset = _offset(message)
+        offset = stream_offset(message)
         unacked += 1
         if unacked >= _ACK_EVERY or inbox.empty():
             # Streams hand out credit on acks: without them the consumer stops at PREFETCH.
