@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -65,9 +65,10 @@ class StatusRow:
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values, times as ``2026-01-31T02:30:00Z``."""
+        values = (getattr(self, key) for key in self.__slots__)
         return {
             key: utc_text(value) if isinstance(value, datetime) else value
-            for key, value in asdict(self).items()
+            for key, value in zip(self.__slots__, values, strict=True)
         }
 
 

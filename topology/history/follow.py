@@ -13,9 +13,13 @@ from typing import Any
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue, ConsumerTag
 
 from topology.history.events import Event, decode
-from topology.history.reader import PREFETCH, last_offset, stream_offset
+from topology.history.reader import last_offset, stream_offset
 
-OnEvents = Callable[[list[Event]], None]
+#: Messages held at once: a message holds up to 500 events, and a follower catching up on a
+#: day of them should not hold hundreds of megabytes.
+PREFETCH = 100
+#: Called with each message's events and its offset.
+OnEvents = Callable[[list[Event], int], None]
 
 
 class StreamFollower:
@@ -59,7 +63,7 @@ class StreamFollower:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         offset = stream_offset(message)
         if offset > self.offset:
-            self._on_events(decode(message.body, offset))
+            self._on_events(decode(message.body, offset), offset)
             self.offset = offset
             self._arguments["x-stream-offset"] = offset + 1
         await message.ack()

@@ -22,7 +22,7 @@ from topology.history.events import Event
 from topology.history.follow import StreamFollower
 from topology.history.snapshot import CONFLICT_HINT, parse_fold, status_store
 from topology.history.status import StatusFold
-from topology.history.stream import declare_control, declare_history
+from topology.history.stream import declare_control, declare_history, open_stream
 from topology.names import Names
 from topology.runtime.metrics import HISTORY_DROPPED, LAST_FAILURE, LAST_SUCCESS, PAUSED
 from topology.schedules.control import Pause, fold_pauses
@@ -60,9 +60,8 @@ class StatusKeeper:
 
     async def start(self, connection: AbstractRobustConnection) -> None:
         """Read the stored fold back, then follow both streams from where it ends."""
-        store = self._store = status_store(
-            await publish_channel(connection), self.names, self.settings.queue_type
-        )
+        channel = await publish_channel(connection)
+        store = self._store = status_store(channel, self.names, self.settings.queue_type)
         await store.declare(CONFLICT_HINT)
         body = await store.read()
         self.fold = (parse_fold(body) if body else None) or StatusFold()
@@ -74,6 +73,9 @@ class StatusKeeper:
         )
         # An empty stream takes a second to tell from a slow one: both are looked at at once.
         await asyncio.gather(self._history.start(connection), self._control.start(connection))
+        for follower in (self._history, self._control):
+            if follower.end_at_start is None:
+                await open_stream(channel, follower.stream)
 
     async def stop(self) -> None:
         """Stop following; store the fold one last time."""
@@ -95,11 +97,13 @@ class StatusKeeper:
             raise
         self.saved += 1
 
-    def _on_history(self, events: list[Event]) -> None:
+    def _on_history(self, events: list[Event], offset: int) -> None:
         self.fold.apply_all(events)
+        # A message of no events (or none of a known schema) is passed all the same.
+        self.fold.offset = max(self.fold.offset, offset)
         self.changed = True
 
-    def _on_control(self, events: list[Event]) -> None:
+    def _on_control(self, events: list[Event], offset: int) -> None:
         self.pauses = fold_pauses(events, self.pauses)
         for event in events:
             if event.type == "resumed" and event.schedule is not None:
