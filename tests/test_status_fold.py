@@ -30,9 +30,15 @@ def fired(run: str, minute: float) -> Event:
     return ev("fired", run, minute, scheduled_for=(T0 + _m(minute)).isoformat(), plan="1s")
 
 
-def attempt(run: str, minute: float, outcome: str, number: int = 1) -> Event:
-    """An attempt of ``run`` ending at ``minute`` with ``outcome``."""
-    return ev("attempt", run, minute, attempt=number, outcome=outcome, reason=outcome)
+def attempt(run: str, minute: float, outcome: str, number: int = 1, replay: int = 0) -> Event:
+    """An attempt of ``run`` (of its replay ``replay``) ending at ``minute`` with ``outcome``."""
+    fields = {"attempt": number, "outcome": outcome, "reason": outcome, "replay": replay or None}
+    return ev("attempt", run, minute, **fields)
+
+
+def failed(run: str, minute: float, replay: int = 0) -> Event:
+    """The failure record of ``run`` written at ``minute``."""
+    return ev("failed", run, minute, reason="handler-error", attempts=1, replay=replay or None)
 
 
 def test_each_schedule_keeps_its_last_fire_outcome_success_and_failure() -> None:
@@ -90,8 +96,8 @@ def test_a_replayed_or_purged_record_leaves_the_failed_count() -> None:
     for n in (1, 2, 3):
         fold.apply(ev("failed", f"a@{n}", n, reason="retries-exhausted", attempts=4))
     assert fold.counts() == {"a": (0, 3)}
-    fold.apply(ev("replayed", "a@1", 4, by="ops@host", plan="1s"))
-    fold.apply(attempt("a@1", 5, "retrying"))
+    fold.apply(ev("replayed", "a@1", 4, by="ops@host", plan="1s", replay=1))
+    fold.apply(attempt("a@1", 5, "retrying", replay=1))
     fold.apply(ev("purged", "a@2", 6, by="ops@host"))
     assert fold.counts() == {"a": (1, 1)}
 
@@ -119,3 +125,19 @@ def test_events_of_one_off_tasks_and_pauses_touch_no_schedule() -> None:
     fold.apply(ev("attempt", "once-123", 1, outcome="retrying", attempt=1))
     fold.apply(ev("paused", None, 2, schedule="a", by="ops@host", reason="maintenance"))
     assert (fold.schedules, fold.counts()) == ({}, {})
+
+
+def test_a_replay_whose_attempts_reach_the_stream_before_its_replayed_event() -> None:
+    """The worker's events of a replayed run may come before the replay script's: a run that
+    failed again stays one record in the failed queue, one that succeeded leaves it."""
+    fold = StatusFold()
+    fold.apply_all([attempt("a@1", 1, "failed"), failed("a@1", 1)])
+    fold.apply_all([attempt("a@2", 1, "failed"), failed("a@2", 1)])
+    fold.apply_all([attempt("a@1", 5, "failed", replay=1), failed("a@1", 5, replay=1)])
+    fold.apply(attempt("a@2", 6, "succeeded", replay=1))
+    for run in ("a@1", "a@2"):
+        fold.apply(ev("replayed", run, 4, by="ops@host", plan="1s", replay=1))
+    assert fold.counts() == {"a": (0, 1)}
+    state = fold.schedules["a"]
+    assert (state.last_failure_at, state.last_success_at) == (T0 + _m(5), T0 + _m(6))
+    assert state.last_outcome == "succeeded"

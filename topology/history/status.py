@@ -3,9 +3,12 @@
 ``status.py`` answers from this fold instead of reading days of events: the monitor keeps it
 current and stores it (``topology/history/snapshot.py``) with the stream offset it covers, so
 a reader only folds the events after that offset. Each run goes through the outcome rules of
-``topology/history/runs.py``; the fold keeps only the runs still open (running or retrying)
-and the run ids whose last event is ``failed`` (their record waits in the failed queue), both
-bounded, and for each schedule its last fire, success, failure and outcome.
+``topology/history/runs.py``. The fold keeps only the runs that count: those retrying now and
+those that failed (their record waits in the failed queue until a replay or a purge), both
+bounded. A run that succeeded, or is merely running, is dropped: a later event of it starts
+it afresh, and its events carry what the rules need (the replay they belong to). For each
+schedule it keeps the times of its last fire, success and failure, each the latest seen, so
+writers' batches that reach the stream out of order change nothing.
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from typing import Any
 import orjson
 
 from topology.history.events import Event
-from topology.history.runs import ENDED, Run
+from topology.history.runs import Run
 from topology.schedules.timing import utc_text
 
 #: Version of the stored fold: a reader of another version starts afresh.
 FORMAT = 1
-#: Open runs kept at most (the oldest go first): runs whose end never reached the stream.
-OPEN_RUNS = 50_000
-#: Failed run ids kept at most; counts past it are low.
-FAILED_RUNS = 50_000
-#: Outcomes that count as a schedule's last outcome.
-OUTCOMES = ("succeeded", "failed")
+#: Runs kept at most, retrying and failed together (the oldest go first).
+KEPT_RUNS = 100_000
+#: The outcomes of the runs kept: retrying now, and failed (in the failed queue).
+KEPT = ("retrying", "failed")
+#: What the rules need of a kept run: schedule, outcome, replays, and the highest attempt of
+#: each replay.
+Kept = tuple[str, str, int, tuple[tuple[int, int], ...]]
 _FIRES = frozenset({"fired", "triggered"})
 _TIMES = ("last_fire_at", "last_success_at", "last_failure_at", "watched_since")
 
@@ -38,8 +42,6 @@ class ScheduleState:
     """What the history says of one schedule, and what the monitor watches of it."""
 
     last_fire_at: datetime | None = None
-    #: ``succeeded`` or ``failed``: the outcome of the run that ended last.
-    last_outcome: str | None = None
     last_success_at: datetime | None = None
     last_failure_at: datetime | None = None
     #: Since when the monitor expects successes (its first look, or a resume).
@@ -47,26 +49,39 @@ class ScheduleState:
     #: True while the monitor's "no success" alert for the schedule is firing.
     silent: bool = False
 
+    @property
+    def last_outcome(self) -> str | None:
+        """``succeeded`` or ``failed``: the outcome of the run that ended last."""
+        success, failure = self.last_success_at, self.last_failure_at
+        if failure is not None and (success is None or failure > success):
+            return "failed"
+        return None if success is None else "succeeded"
+
+    def fired(self, moment: datetime) -> None:
+        """Take a fire at ``moment`` into account."""
+        self.last_fire_at = _latest(self.last_fire_at, moment)
+
     def ended(self, run: Run) -> None:
-        """Take a run that has just ended into account."""
-        if run.outcome not in OUTCOMES or run.ended_at is None:
+        """Take a run's end into account (a success or a failure; nothing else counts)."""
+        if run.ended_at is None:
             return
-        self.last_outcome = run.outcome
         if run.outcome == "succeeded":
-            self.last_success_at = run.ended_at
-        else:
-            self.last_failure_at = run.ended_at
+            self.last_success_at = _latest(self.last_success_at, run.ended_at)
+        elif run.outcome == "failed":
+            self.last_failure_at = _latest(self.last_failure_at, run.ended_at)
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON values; times in UTC."""
-        data: dict[str, Any] = {key: _text(getattr(self, key)) for key in _TIMES}
-        return {**data, "last_outcome": self.last_outcome, "silent": self.silent}
+        return {**{key: _text(getattr(self, key)) for key in _TIMES}, "silent": self.silent}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScheduleState:
         """The state ``to_json`` wrote."""
-        times = {key: _time(data.get(key)) for key in _TIMES}
-        return cls(**times, last_outcome=data.get("last_outcome"), silent=bool(data.get("silent")))
+        return cls(**{key: _time(data.get(key)) for key in _TIMES}, silent=bool(data["silent"]))
+
+
+def _latest(known: datetime | None, moment: datetime) -> datetime:
+    return moment if known is None else max(known, moment)
 
 
 def _text(moment: datetime | None) -> str | None:
@@ -84,8 +99,9 @@ class StatusFold:
         #: The offset of the last stream message folded; -1 before any.
         self.offset = -1
         self.schedules: dict[str, ScheduleState] = {}
-        self._open: dict[str, Run] = {}
-        self._failed: dict[str, str] = {}
+        #: The runs retrying now and those that failed, by run id, oldest first, each as
+        #: ``Kept``: a few hundred bytes instead of a ``Run``'s kilobyte and more.
+        self._runs: dict[str, Kept] = {}
 
     def state(self, name: str) -> ScheduleState:
         """The state of schedule ``name`` (a blank one if the history never named it)."""
@@ -104,37 +120,30 @@ class StatusFold:
         self.offset = max(self.offset, event.offset)
         if event.run_id is None:
             return
-        run = self._run(event.run_id, event.schedule)
+        kept = self._runs.pop(event.run_id, None)
+        run = Run(event.run_id) if kept is None else _unpacked(event.run_id, kept)
         run.apply(event)
-        self._failed.pop(run.run_id, None)
         if run.schedule is None:
             return  # a one-off task: no schedule to report it under
         state = self.state(run.schedule)
         if event.type in _FIRES and run.scheduled_for is not None:
-            state.last_fire_at = max(state.last_fire_at or run.scheduled_for, run.scheduled_for)
-        if event.type == "failed":
-            _bounded_put(self._failed, run.run_id, run.schedule, FAILED_RUNS)
-        if run.outcome in ENDED or run.purged:
-            state.ended(run)
-        else:
-            _bounded_put(self._open, run.run_id, run, OPEN_RUNS)
+            state.fired(run.scheduled_for)
+        state.ended(run)
+        if run.outcome in KEPT and not run.purged:
+            self._keep(run)
 
-    def _run(self, run_id: str, schedule: str | None) -> Run:
-        # A run leaves the open ones when it ends; a later event (a replay) opens it again.
-        run = self._open.pop(run_id, None)
-        if run is None:
-            run = Run(run_id, schedule or self._failed.get(run_id))
-        run.events.clear()  # kept open for its state only, not its story
-        return run
+    def _keep(self, run: Run) -> None:
+        assert run.schedule is not None  # runs of no schedule are never kept
+        tries = tuple(run.tries.items())
+        self._runs[run.run_id] = (run.schedule, run.outcome, run.replays, tries)
+        if len(self._runs) > KEPT_RUNS:
+            del self._runs[next(iter(self._runs))]
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Per schedule: runs retrying now, and runs whose record is in the failed queue."""
         found: dict[str, list[int]] = {}
-        for run in self._open.values():
-            if run.outcome == "retrying" and run.schedule is not None:
-                found.setdefault(run.schedule, [0, 0])[0] += 1
-        for schedule in self._failed.values():
-            found.setdefault(schedule, [0, 0])[1] += 1
+        for schedule, outcome, *_ in self._runs.values():
+            found.setdefault(schedule, [0, 0])[KEPT.index(outcome)] += 1
         return {name: (pair[0], pair[1]) for name, pair in found.items()}
 
     def dumps(self) -> bytes:
@@ -144,10 +153,7 @@ class StatusFold:
                 "format": FORMAT,
                 "offset": self.offset,
                 "schedules": {name: s.to_json() for name, s in self.schedules.items()},
-                "open": {
-                    r.run_id: [r.schedule, r.outcome, r.attempts] for r in self._open.values()
-                },
-                "failed": self._failed,
+                "runs": [[run_id, *kept] for run_id, kept in self._runs.items()],
             }
         )
 
@@ -167,13 +173,14 @@ class StatusFold:
         fold = cls()
         fold.offset = int(data["offset"])
         fold.schedules = {n: ScheduleState.from_json(s) for n, s in data["schedules"].items()}
-        for run_id, (schedule, outcome, attempts) in data["open"].items():
-            fold._open[run_id] = Run(run_id, schedule, outcome=outcome, attempts=attempts)
-        fold._failed = {str(run_id): str(name) for run_id, name in data["failed"].items()}
+        for run_id, schedule, outcome, replays, tries in data["runs"]:
+            pairs = tuple((int(replay), int(attempt)) for replay, attempt in tries)
+            fold._runs[str(run_id)] = (str(schedule), str(outcome), int(replays), pairs)
         return fold
 
 
-def _bounded_put(store: dict[str, Any], key: str, value: Any, limit: int) -> None:
-    store[key] = value
-    if len(store) > limit:
-        del store[next(iter(store))]
+def _unpacked(run_id: str, kept: Kept) -> Run:
+    schedule, outcome, replays, tries = kept
+    run = Run(run_id, schedule, outcome=outcome, replays=replays, tries=dict(tries))
+    run.attempts = sum(run.tries.values())
+    return run
