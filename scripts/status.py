@@ -46,6 +46,11 @@ HEAD = (
     "FAILED",
 )
 
+NO_FOLD = (
+    "status.py: no status fold in the broker: the monitor (python -m worker.monitor) is not "
+    "running or has not written one yet; folded the whole history stream"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class StatusRow:
@@ -92,33 +97,39 @@ def fires_when(schedule: Schedule) -> str:
     return f"{spec.cron} ({spec.timezone})" if spec.timezone else spec.cron
 
 
+def status_row(
+    schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
+) -> StatusRow:
+    """The row of one schedule."""
+    return StatusRow(
+        schedule.name,
+        fires_when(schedule),
+        paused,
+        state.last_fire_at,
+        state.last_outcome,
+        state.last_success_at,
+        state.last_failure_at,
+        None if paused else schedule.next_fire(now),
+        *counts,
+        schedule.spec.expect_success_within,
+    )
+
+
 def status_rows(
     schedules: ScheduleSet, fold: StatusFold, pauses: dict[str, Pause], now: datetime
 ) -> list[StatusRow]:
     """A row per schedule of the file, in file order."""
-    counts = fold.counts()
-    rows = []
-    for schedule in schedules.schedules:
-        name = schedule.name
-        state = fold.schedules.get(name) or ScheduleState()
-        paused = name in pauses
-        retrying, failed = counts.get(name, (0, 0))
-        rows.append(
-            StatusRow(
-                name,
-                fires_when(schedule),
-                paused,
-                state.last_fire_at,
-                state.last_outcome,
-                state.last_success_at,
-                state.last_failure_at,
-                None if paused else schedule.next_fire(now),
-                retrying,
-                failed,
-                schedule.spec.expect_success_within,
-            )
+    counts, blank = fold.counts(), ScheduleState()
+    return [
+        status_row(
+            schedule,
+            fold.schedules.get(schedule.name, blank),
+            counts.get(schedule.name, (0, 0)),
+            schedule.name in pauses,
+            now,
         )
-    return rows
+        for schedule in schedules.schedules
+    ]
 
 
 def relative(moment: datetime | None, now: datetime) -> str:
@@ -164,6 +175,29 @@ def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, Sche
     return args, settings, load_schedules(settings.schedules_file, settings)
 
 
+def fetch(settings: CronSettings) -> tuple[StatusFold, bool, dict[str, Pause]] | None:
+    """``gather``, or None when the broker failed, which it says on stderr."""
+    try:
+        return asyncio.run(gather(settings))
+    except BrokerUnavailable as error:
+        print(f"status.py: {error}", file=sys.stderr)
+    except BROKER_TROUBLE as error:
+        print(
+            f"status.py: the broker at {settings.safe_url} failed while reading "
+            f"({type(error).__name__}: {error}); try again",
+            file=sys.stderr,
+        )
+    return None
+
+
+def show(rows: list[StatusRow], as_json: bool, now: datetime) -> None:
+    """Print the rows as JSON or as a table."""
+    if as_json:
+        print(orjson.dumps([row.to_json() for row in rows], option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(table(rows, now))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     log_to_stderr("WARNING")  # stdout is the table or the JSON
@@ -172,30 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, ScheduleError) as error:
         print(f"status.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        fold, stored, pauses = asyncio.run(gather(settings))
-    except BrokerUnavailable as error:
-        print(f"status.py: {error}", file=sys.stderr)
+    found = fetch(settings)
+    if found is None:
         return EXIT_BROKER
-    except BROKER_TROUBLE as error:
-        print(
-            f"status.py: the broker at {settings.safe_url} failed while reading "
-            f"({type(error).__name__}: {error}); try again",
-            file=sys.stderr,
-        )
-        return EXIT_BROKER
+    fold, stored, pauses = found
     if not stored:
-        print(
-            "status.py: no status fold in the broker: the monitor (python -m worker.monitor) "
-            "is not running or has not written one yet; folded the whole history stream",
-            file=sys.stderr,
-        )
+        print(NO_FOLD, file=sys.stderr)
     now = utcnow()
-    rows = status_rows(schedules, fold, pauses, now)
-    if args.json:
-        print(orjson.dumps([row.to_json() for row in rows], option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(table(rows, now))
+    show(status_rows(schedules, fold, pauses, now), args.json, now)
     return EXIT_OK
 
 

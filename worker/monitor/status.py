@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import structlog
-from aio_pika.abc import AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 
 from topology.broker.connect import publish_channel
 from topology.broker.latest import LatestMessage
@@ -61,21 +61,23 @@ class StatusKeeper:
     async def start(self, connection: AbstractRobustConnection) -> None:
         """Read the stored fold back, then follow both streams from where it ends."""
         channel = await publish_channel(connection)
-        store = self._store = status_store(channel, self.names, self.settings.queue_type)
-        await store.declare(CONFLICT_HINT)
-        body = await store.read()
-        self.fold = (parse_fold(body) if body else None) or StatusFold()
+        self.fold = await self._stored_fold(channel) or StatusFold()
         await declare_history(connection, self.names, self.settings)
         await declare_control(connection, self.names)
         log.info("following the history", after_offset=self.fold.offset)
-        self._history = StreamFollower(
-            self.names.history_stream, self._on_history, self.fold.offset
-        )
+        history = StreamFollower(self.names.history_stream, self._on_history, self.fold.offset)
+        self._history = history
         # An empty stream takes a second to tell from a slow one: both are looked at at once.
-        await asyncio.gather(self._history.start(connection), self._control.start(connection))
-        for follower in (self._history, self._control):
+        await asyncio.gather(history.start(connection), self._control.start(connection))
+        for follower in (history, self._control):
             if follower.end_at_start is None:
                 await open_stream(channel, follower.stream)
+
+    async def _stored_fold(self, channel: AbstractChannel) -> StatusFold | None:
+        store = self._store = status_store(channel, self.names, self.settings.queue_type)
+        await store.declare(CONFLICT_HINT)
+        body = await store.read()
+        return None if body is None else parse_fold(body)
 
     async def stop(self) -> None:
         """Stop following; store the fold one last time."""
