@@ -31,6 +31,7 @@ from benchlib import fire as fire_bench  # noqa: E402
 from benchlib import instructions as instructions_bench  # noqa: E402
 from benchlib import lag as lag_bench  # noqa: E402
 from benchlib import replay as replay_bench  # noqa: E402
+from benchlib import status as status_bench  # noqa: E402
 from benchlib.common import (  # noqa: E402 - after the path fix above
     DEFAULT_URL,
     Bench,
@@ -222,6 +223,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "lag": lag_bench.lag,
     "replay": replay_bench.replay,
     "instructions": instructions_bench.instructions,
+    "status": status_bench.status,
 }
 
 
@@ -236,7 +238,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name, default in (("drain", 20_000), ("retry", 10_000), ("soak", 200_000)):
         command = sub.add_parser(name, help=COMMANDS[name].__doc__)
         command.add_argument("--tasks", type=int, default=default)
-    for module in (fire_bench, lag_bench, replay_bench, instructions_bench):
+    for module in (fire_bench, lag_bench, replay_bench, instructions_bench, status_bench):
         module.add_command(sub)
     return parser.parse_args(argv)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 import aio_pika
@@ -21,7 +22,9 @@ from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reac
 from topology.declare import Topology, declare_topology
 from topology.plan import RetryPlan
 from topology.runtime.service import Service
+from topology.schedules.load import Schedule
 from worker.consumer import Worker
+from worker.monitor import Monitor, MonitorSettings
 from worker.registry import Registry
 from worker.settings import WorkerSettings
 
@@ -241,6 +244,33 @@ async def run_worker(broker: TestBroker) -> AsyncIterator[Any]:
     workers = InProcessWorkers(broker.settings, start_timeout=15)
     yield workers.start_worker
     await workers.stop_all(timeout=30)
+
+
+@pytest.fixture
+async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
+    """Start in-process monitors on the test's namespace (alerts at once, no grouping wait);
+    all are stopped afterwards."""
+    monitors = InProcess(start_timeout=15)
+
+    async def start(
+        clock: Callable[[], float] = time.monotonic,
+        schedules: Sequence[Schedule] = (),
+        **overrides: Any,
+    ) -> Monitor:
+        values: dict[str, Any] = {
+            "namespace": broker.names.namespace,
+            "amqp_url": broker.url,
+            "queue_type": broker.queue_type,
+            "log_format": "console",
+            "alert_group_wait_seconds": 0,
+            "alert_min_interval_seconds": 0,
+        }
+        settings = MonitorSettings(**{**values, **overrides})
+        monitor = Monitor(settings, schedules=schedules, clock=clock, retry_base_seconds=0.05)
+        return await monitors.start(monitor)
+
+    yield start
+    await monitors.stop_all(timeout=30)
 
 
 @pytest.fixture

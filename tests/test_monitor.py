@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -14,42 +13,15 @@ import pytest
 from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-from tests.conftest import InProcess, TestBroker, plan
+from tests.conftest import TestBroker, plan
 from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
-from tests.webhook import Endpoint, serve
+from tests.webhook import Endpoint, bodies, conditions, serve
 from topology.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
 from topology.records import record_from
-from worker.monitor import Monitor, MonitorSettings
 from worker.monitor.alerts import Condition, Digest
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture
-async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
-    """Start in-process monitors on the test's namespace; all are stopped afterwards."""
-    monitors = InProcess(start_timeout=15)
-
-    async def start(clock: Any = time.monotonic, **overrides: Any) -> Monitor:
-        values: dict[str, Any] = {
-            "namespace": broker.names.namespace,
-            "amqp_url": broker.url,
-            "queue_type": broker.queue_type,
-            "log_format": "console",
-            "alert_group_wait_seconds": 0,
-            "alert_min_interval_seconds": 0,
-        }
-        settings = MonitorSettings(**{**values, **overrides})
-        return await monitors.start(Monitor(settings, clock=clock, retry_base_seconds=0.05))
-
-    yield start
-    await monitors.stop_all(timeout=30)
-
-
-def bodies(endpoint: Endpoint, delivered_from: int = 0) -> list[dict[str, Any]]:
-    """JSON bodies the webhook received, from request number ``delivered_from`` on."""
-    return [orjson.loads(body) for _, _, body in endpoint.requests[delivered_from:]]
 
 
 async def test_a_failed_task_is_logged_once_and_alerted_with_its_fields(
@@ -120,14 +92,10 @@ async def test_a_deep_failed_queue_alerts_and_clears_with_a_recovery_message(
             alert_webhook_url=endpoint.url, failed_alert_threshold=2, monitor_interval_seconds=0.1
         )
         await put_failed(broker, 3)
-        await eventually(lambda: _conditions(endpoint, "failed-queue") == ["firing"])
+        await eventually(lambda: conditions(endpoint, "failed-queue") == ["firing"])
         await broker.get_all(broker.names.failed_queue, ack=True)
-        await eventually(lambda: _conditions(endpoint, "failed-queue") == ["firing", "resolved"])
+        await eventually(lambda: conditions(endpoint, "failed-queue") == ["firing", "resolved"])
     assert "RESOLVED" in bodies(endpoint)[-1]["text"]
-
-
-def _conditions(endpoint: Endpoint, name: str) -> list[str]:
-    return [c["status"] for b in bodies(endpoint) for c in b["conditions"] if c["name"] == name]
 
 
 async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
@@ -150,13 +118,11 @@ async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
         )
         # A few checks see the head at its real age.
         await eventually(lambda: monitor.checks >= 3)
-        assert _conditions(endpoint, f"stalled:{retry}") == []
+        assert conditions(endpoint, f"stalled:{retry}") == []
         offset[0] = 3600.0
-        await eventually(lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing"])
+        await eventually(lambda: conditions(endpoint, f"stalled:{retry}") == ["firing"])
         await broker.get_all(retry, ack=True)
-        await eventually(
-            lambda: _conditions(endpoint, f"stalled:{retry}") == ["firing", "resolved"]
-        )
+        await eventually(lambda: conditions(endpoint, f"stalled:{retry}") == ["firing", "resolved"])
 
 
 def test_a_firing_condition_and_its_recovery_both_unsent_cancel_out() -> None:

@@ -7,6 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
 
 
 @dataclass
@@ -49,3 +52,13 @@ def serve(endpoint: Endpoint) -> Iterator[Endpoint]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def bodies(endpoint: Endpoint, delivered_from: int = 0) -> list[dict[str, Any]]:
+    """JSON bodies the webhook received, from request number ``delivered_from`` on."""
+    return [orjson.loads(body) for _, _, body in endpoint.requests[delivered_from:]]
+
+
+def conditions(endpoint: Endpoint, name: str) -> list[str]:
+    """The statuses (firing, resolved) the alerts received so far gave condition ``name``."""
+    return [c["status"] for b in bodies(endpoint) for c in b["conditions"] if c["name"] == name]

@@ -27,7 +27,6 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 
 from topology.broker.batch import Outgoing, publish_batch
 from topology.broker.connect import publish_channel
-from topology.errors import BROKER_TROUBLE
 from topology.history.events import join
 from topology.history.stream import HistorySettings, declare_history
 from topology.names import Names
@@ -123,7 +122,9 @@ class HistoryPublisher:
             body = join(batch)
             message = Outgoing("", self._names.history_stream, body, next(self._ids), {})
             (error,) = await (await publish_batch(channel, [message])).confirmed(deadline)
-        except BROKER_TROUBLE as trouble:
+        except Exception as trouble:
+            # Whatever goes wrong (a robust connection mid-reconnect raises RuntimeError), the
+            # batch is dropped and counted, and the publisher lives on for the next one.
             self._drop(len(batch), f"{type(trouble).__name__}: {trouble}")
             self._channel = None
             return
@@ -144,7 +145,7 @@ class HistoryPublisher:
         self._declared_at = time.monotonic()
         try:
             await declare_history(self._connection, self._names, self._settings)
-        except BROKER_TROUBLE as error:
+        except Exception as error:
             log.warning("history stream not declared", error=repr(error))
 
     async def _maybe_redeclare(self) -> None:

@@ -37,14 +37,16 @@ class End:
     latest: datetime | None
 
 
-async def _end(channel: AbstractChannel, stream: str) -> End | None:
-    """Where the stream ends now; None when it is empty."""
+async def last_offset(channel: AbstractChannel, stream: str) -> End | None:
+    """Where the stream ends now (an offset at or before its end); None when it is empty.
+
+    ``channel`` needs a prefetch (``set_qos``): streams serve no consumer without one."""
     first: asyncio.Future[End] = asyncio.get_running_loop().create_future()
 
     async def seen(message: AbstractIncomingMessage) -> None:
         if not first.done():
             times = [event.at for event in decode(message.body, 0)]
-            first.set_result(End(_offset(message), max(times, default=None)))
+            first.set_result(End(stream_offset(message), max(times, default=None)))
 
     queue = await channel.get_queue(stream, ensure=False)
     tag = await queue.consume(seen, arguments={"x-stream-offset": "last"})
@@ -58,14 +60,13 @@ async def _end(channel: AbstractChannel, stream: str) -> End | None:
 
 def _nothing_after(start: Start, end: End) -> bool:
     """True when no event can lie at or after ``start``: reading would only wait."""
-    if isinstance(start, int):
-        return start > end.offset
     if isinstance(start, datetime):
         return end.latest is not None and start > end.latest
     return start == "next"
 
 
-def _offset(message: AbstractIncomingMessage) -> int:
+def stream_offset(message: AbstractIncomingMessage) -> int:
+    """The offset of a message delivered from a stream."""
     return int((message.headers or {}).get("x-stream-offset", -1))  # type: ignore[arg-type]
 
 
@@ -78,27 +79,31 @@ async def read_stream(
     try:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.
         await channel.set_qos(prefetch_count=PREFETCH)
-        end = await _end(channel, stream)
+        end = await last_offset(channel, stream)
         if end is None or _nothing_after(start, end):
             return
         inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         queue = await channel.get_queue(stream, ensure=False)
         await queue.consume(inbox.put, arguments={"x-stream-offset": start})
-        async for event in _drain(inbox, end.offset):
+        # ``end`` starts the last chunk: a start past it may still be short of the real end.
+        before = start - 1 if isinstance(start, int) else -1
+        async for event in _drain(inbox, end.offset, before):
             yield event
     finally:
         await channel.close()
 
 
-async def _drain(inbox: asyncio.Queue[AbstractIncomingMessage], end: int) -> AsyncIterator[Event]:
-    offset, unacked = -1, 0
+async def _drain(
+    inbox: asyncio.Queue[AbstractIncomingMessage], end: int, offset: int
+) -> AsyncIterator[Event]:
+    unacked = 0
     while True:
         wait = TAIL_SECONDS if offset >= end else STALL_SECONDS
         try:
             message = await asyncio.wait_for(inbox.get(), wait)
         except TimeoutError:
             return
-        offset = _offset(message)
+        offset = stream_offset(message)
         unacked += 1
         if unacked >= _ACK_EVERY or inbox.empty():
             # Streams hand out credit on acks: without them the consumer stops at PREFETCH.

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import aio_pika
 import structlog
-from aio_pika.abc import AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import ChannelPreconditionFailed
 
 from topology.names import Names
@@ -20,6 +21,8 @@ log = structlog.get_logger("history")
 SEGMENT_BYTES = 50_000_000
 #: The control stream holds a few commands a day; this bound is never reached in practice.
 CONTROL_MAX_BYTES = 100_000_000
+#: A message of no events: what ``open_stream`` puts in an empty stream.
+NO_EVENTS = b"[]"
 
 
 class HistorySettings(Protocol):
@@ -76,3 +79,13 @@ async def declare_control(connection: AbstractConnection, names: Names) -> bool:
     """Declare ``<ns>_control``: kept without an age limit, as a pause lasts until resumed."""
     args = stream_arguments(CONTROL_MAX_BYTES)
     return await declare_stream(connection, names.control_stream, args)
+
+
+async def open_stream(channel: AbstractChannel, stream: str) -> None:
+    """Put a message of no events in an empty stream; ``channel`` has publisher confirms.
+
+    A reader tells an empty stream from a slow one only by waiting a second for its last
+    message (``topology/history/reader.py``); a stream holding anything answers at once.
+    """
+    message = aio_pika.Message(NO_EVENTS, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+    await channel.default_exchange.publish(message, stream, mandatory=True)

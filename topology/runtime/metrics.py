@@ -44,6 +44,17 @@ HISTORY_DROPPED = Counter(
     ["process"],
 )
 ALERTS = Counter("cron_alerts", "Alerts sent by the monitor.", ["kind"])
+LAST_SUCCESS = Gauge(
+    "cron_schedule_last_success_timestamp_seconds",
+    "When the schedule's last successful run ended (Unix time), from the monitor's history fold.",
+    ["schedule"],
+)
+LAST_FAILURE = Gauge(
+    "cron_schedule_last_failure_timestamp_seconds",
+    "When the schedule's last failed run ended (Unix time), from the monitor's history fold.",
+    ["schedule"],
+)
+PAUSED = Gauge("cron_schedule_paused", "1 while the schedule is paused, else 0.", ["schedule"])
 
 Check = Callable[[], bool]
 StartResponse = Callable[..., Any]

@@ -13,6 +13,7 @@
     catch_up = "latest"              # skip, latest (default), all
     misfire_grace_seconds = 3600
     retry = { max_retries = 5, delay_ms = 10000 }   # overrides CRON_* defaults
+    expect_success_within = "26h"    # the monitor alerts when no run succeeded for this long
 
 Every problem of the file is reported at once, each naming the schedule and the field.
 """
@@ -171,8 +172,8 @@ def load_schedules(path: Path, defaults: CronSettings) -> ScheduleSet:
     return parse_schedules(text, defaults, str(path))
 
 
-def schedule_plans(settings: CronSettings) -> dict[str, RetryPlan] | None:
-    """Each schedule's own retry plan from ``CRON_SCHEDULES_FILE``; None without a file.
+def configured_schedules(settings: CronSettings) -> ScheduleSet | None:
+    """The schedules of ``CRON_SCHEDULES_FILE``; None without a file.
 
     A file that is missing although ``CRON_SCHEDULES_FILE`` names it is an error; a missing
     default ``schedules.toml`` only means the processes run without schedules of their own.
@@ -180,7 +181,13 @@ def schedule_plans(settings: CronSettings) -> dict[str, RetryPlan] | None:
     path = settings.schedules_file
     if not path.exists() and "schedules_file" not in settings.model_fields_set:
         return None
-    return load_schedules(path, settings).plans()
+    return load_schedules(path, settings)
+
+
+def schedule_plans(settings: CronSettings) -> dict[str, RetryPlan] | None:
+    """Each schedule's own retry plan from ``CRON_SCHEDULES_FILE``; None without a file."""
+    schedules = configured_schedules(settings)
+    return None if schedules is None else schedules.plans()
 
 
 def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules") -> ScheduleSet:

@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from topology.durations import parse_ms
 from topology.errors import PermanentError
 from topology.plan import MAX_DELAY_MS, RetryPlan
 from topology.runtime.settings import CronSettings
@@ -66,6 +67,8 @@ class ScheduleSpec(BaseModel):
     enabled: bool = True
     start_at: datetime | None = None
     stop_at: datetime | None = None
+    #: The monitor alerts when no run succeeded for this long (``26h``).
+    expect_success_within: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -89,6 +92,13 @@ class ScheduleSpec(BaseModel):
     def _check_every(cls, value: str | None) -> str | None:
         if value is not None:
             parse_interval(value)
+        return value
+
+    @field_validator("expect_success_within")
+    @classmethod
+    def _check_expect(cls, value: str | None) -> str | None:
+        if value is not None and not parse_ms(value, ("s", "m", "h", "d")):
+            raise ValueError(f"{value!r}: give a duration like 90m, 26h or 2d (units s, m, h, d)")
         return value
 
     @field_validator("timezone")
@@ -123,6 +133,13 @@ class ScheduleSpec(BaseModel):
     def zone(self) -> tzinfo:
         """Time zone of the cron expression and of local ``start_at``/``stop_at``."""
         return load_zone(self.timezone) if self.timezone else UTC
+
+    @property
+    def expect_success_seconds(self) -> float | None:
+        """``expect_success_within`` in seconds; None when the schedule sets none."""
+        if self.expect_success_within is None:
+            return None
+        return (parse_ms(self.expect_success_within) or 0) / 1000
 
     def bounds(self) -> tuple[datetime | None, datetime | None]:
         """``start_at`` and ``stop_at`` as UTC; local times are read in the schedule's zone."""

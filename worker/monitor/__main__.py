@@ -8,7 +8,6 @@ import sys
 import structlog
 
 from topology.errors import ScheduleError, SettingsError
-from topology.plan import RetryPlan
 from topology.runtime.logs import configure_logging
 from topology.runtime.service import (
     config_error,
@@ -18,7 +17,7 @@ from topology.runtime.service import (
     run_service,
 )
 from topology.runtime.settings import load_settings
-from topology.schedules.load import schedule_plans
+from topology.schedules.load import Schedule, configured_schedules
 from worker.monitor.service import Monitor
 from worker.monitor.settings import MonitorSettings
 
@@ -30,25 +29,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return process_parser(
         "python -m worker.monitor",
         "Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped and rate "
-        "limited; alert on a deep failed queue and on stalled retry queues.",
+        "limited; alert on a deep failed queue, on stalled retry queues and on schedules with "
+        "no success within their expect_success_within; keep the status fold of the history.",
         check="validate settings, then exit",
     ).parse_args(argv)
 
 
-def retry_plans(settings: MonitorSettings) -> list[RetryPlan]:
-    """Plans of the schedules file, so their retry queues are watched from the start."""
+def file_schedules(settings: MonitorSettings) -> tuple[Schedule, ...]:
+    """The schedules file's schedules: their retry queues are watched from the start, and
+    their ``expect_success_within``."""
     try:
-        plans = schedule_plans(settings)
+        schedules = configured_schedules(settings)
     except ScheduleError as error:
         # Not fatal: the retry queues of a plan are watched once one of its tasks fails.
         log.warning("schedules file not read", error=str(error))
-        return []
-    return list((plans or {}).values())
+        return ()
+    return () if schedules is None else schedules.schedules
 
 
 async def serve(settings: MonitorSettings) -> None:
     """Run the monitor; SIGTERM and SIGINT stop it."""
-    monitor = Monitor(settings, retry_plans(settings))
+    monitor = Monitor(settings, schedules=file_schedules(settings))
     await run_service(monitor, settings.metrics_port, {"broker-connection": monitor.connected})
 
 

@@ -1,4 +1,5 @@
-"""The monitor: one ERROR line and a queued alert per failed task, and the queue checks.
+"""The monitor: one ERROR line and a queued alert per failed task, the queue checks, and the
+status fold of the history with its "no success" checks.
 
 It consumes the copy queue ``<ns>_monitor``, never the failed queue, so the failed queue keeps
 every record for replay. A copy is acked once its line is logged and its alert queued in
@@ -9,8 +10,9 @@ up monitoring.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 
 import httpx
@@ -19,17 +21,24 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from topology.broker.connect import connect
 from topology.declare import declare_topology
+from topology.envelope import utcnow
 from topology.errors import BROKER_TROUBLE
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.records import FailedRecord, read_record
+from topology.schedules.load import Schedule
 from worker.monitor.alerts import AlertSender, Condition
 from worker.monitor.settings import MonitorSettings
+from worker.monitor.silence import SuccessWatch
+from worker.monitor.status import StatusKeeper
 from worker.monitor.watch import QueueWatch
 
 log = structlog.get_logger("monitor")
 #: Copies held at once; each is handled in microseconds, so a burst drains quickly.
 PREFETCH = 200
+#: The status fold is stored at least this often while it changes (more often with a shorter
+#: CRON_MONITOR_INTERVAL_SECONDS): status.py folds only the events after it.
+SAVE_SECONDS = 5.0
 
 
 class Monitor:
@@ -40,6 +49,7 @@ class Monitor:
         settings: MonitorSettings,
         plans: Iterable[RetryPlan] = (),
         *,
+        schedules: Sequence[Schedule] = (),
         clock: Callable[[], float] = time.monotonic,
         retry_base_seconds: float = 1.0,
     ) -> None:
@@ -48,7 +58,10 @@ class Monitor:
         self.ready = asyncio.Event()
         #: Queue checks completed: a test or a health probe sees the watch advance.
         self.checks = 0
-        self.watch = QueueWatch(settings, [settings.default_plan(), *plans], clock)
+        plans = [settings.default_plan(), *plans, *(s.plan for s in schedules)]
+        self.watch = QueueWatch(settings, plans, clock)
+        self.keeper = StatusKeeper(settings, [s.name for s in schedules])
+        self.silence = SuccessWatch(schedules, self.keeper)
         self.sender: AlertSender | None = None
         self._retry_base = retry_base_seconds
         self._stop = asyncio.Event()
@@ -80,10 +93,12 @@ class Monitor:
         await channel.set_qos(prefetch_count=PREFETCH)
         settings = self.settings
         topology = await declare_topology(channel, self.names, settings)
+        await self.keeper.start(connection)
         tag = await topology.monitor.consume(self._on_message)
         background = [
             asyncio.create_task(sender.run()),
             asyncio.create_task(self._poll(connection)),
+            asyncio.create_task(self._keep_status()),
         ]
         self.ready.set()
         log.info(
@@ -97,6 +112,11 @@ class Monitor:
         await self._finish(background, sender)
 
     async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+        # Before the cancels: a broker call cancelled half-way can cost the connection.
+        try:
+            await self.keeper.stop()
+        except BROKER_TROUBLE as error:
+            log.warning("status fold not stored at shutdown", error=repr(error))
         # Consuming has stopped: nothing new reaches the sender, which gets one last try.
         for task in background:
             task.cancel()
@@ -122,14 +142,30 @@ class Monitor:
         self.sender.failure(record)
 
     async def _poll(self, connection: AbstractRobustConnection) -> None:
-        while True:
+        while not self._stop.is_set():
+            for change in self.silence.check(utcnow()):
+                self._report_condition(change)
             try:
                 for change in await self.watch.check(connection):
                     self._report_condition(change)
                 self.checks += 1
             except BROKER_TROUBLE as error:
                 log.warning("queue check failed; trying again next interval", error=repr(error))
-            await asyncio.sleep(self.settings.monitor_interval_seconds)
+            await self._idle(self.settings.monitor_interval_seconds)
+
+    async def _keep_status(self) -> None:
+        while not self._stop.is_set():
+            await self._idle(min(self.settings.monitor_interval_seconds, SAVE_SECONDS))
+            try:
+                await self.keeper.save()
+            except BROKER_TROUBLE as error:
+                log.warning("status fold not stored; trying again", error=repr(error))
+
+    async def _idle(self, seconds: float) -> None:
+        # The loops end on the stop flag too: a cancel that lands inside a broker call may
+        # come out of the client library as a broker error, which the loops catch.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
 
     def _report_condition(self, change: Condition) -> None:
         if change.firing:

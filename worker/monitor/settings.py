@@ -28,7 +28,11 @@ class MonitorSettings(CronSettings):
         10.0, gt=0, le=300, description="Timeout of one webhook request."
     )
     monitor_interval_seconds: float = Field(
-        30.0, gt=0, le=3600, description="How often queue depths and retry queues are checked."
+        30.0,
+        gt=0,
+        le=3600,
+        description="How often queue depths, retry queues and each expect_success_within "
+        "are checked.",
     )
     failed_alert_threshold: int = Field(
         5, ge=0, description="Alert while the failed queue holds more messages than this."
