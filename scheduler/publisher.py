@@ -2,11 +2,12 @@
 
 Fires go out in batches (``topology/broker/batch.py``): up to ``CHUNK`` messages a write and
 ``WINDOW`` confirms in flight, so a burst of thousands costs little more than the broker's
-own work. Each fire has its own outcome: confirmed ones are logged and counted; one that is
-nacked, returned, not confirmed in time or caught on a closed channel is handed back to the
-caller, which publishes it again (on a fresh channel when the old one died). Losing the
-connection means losing leadership: the fire is left to the next leader, which finds it
-after the watermark and applies the schedule's catch-up policy.
+own work. Each fire has its own outcome: confirmed ones are logged, counted and written to
+history as ``fired`` events; one that is nacked, returned, not confirmed in time or caught on
+a closed channel is handed back to the caller, which publishes it again (on a fresh channel
+when the old one died). Losing the connection means losing leadership: the fire is left to
+the next leader, which finds it after the watermark and applies the schedule's catch-up
+policy.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from topology.broker.batch import Outgoing, Sent, publish_batch
 from topology.declare import PlanDeclarer, QueueSettings, declare_topology
+from topology.envelope import utcnow
 from topology.errors import BROKER_TROUBLE, TopologyError
 from topology.headers import H_RUN_ID, H_SCHEDULE
+from topology.history.events import fire_event
+from topology.history.publisher import HistoryPublisher
 from topology.names import Names
 from topology.runtime.metrics import FIRE_LAG, FIRES
 from topology.schedules.load import Schedule
@@ -73,9 +77,14 @@ class FirePublisher:
     """Publishes fires on the leader's own connection, the only one it may publish on."""
 
     def __init__(
-        self, connection: AbstractConnection, names: Names, settings: QueueSettings
+        self,
+        connection: AbstractConnection,
+        names: Names,
+        settings: QueueSettings,
+        history: HistoryPublisher,
     ) -> None:
         self._connection = connection
+        self._history = history
         self._names = names
         self._settings = settings
         self._plans: PlanDeclarer | None = None
@@ -145,29 +154,36 @@ class FirePublisher:
         self, chunk: Sequence[Fire], sent: Sent, deadline: float, tries: Mapping[str, int]
     ) -> list[Fire]:
         outcomes = await sent.confirmed(deadline)
+        confirmed_at = utcnow()  # one moment per chunk: its spelling is cached
         failed = []
         for fire, error in zip(chunk, outcomes, strict=True):
             if error is None:
-                self._published(*fire)
+                self._published(*fire, confirmed_at)
             else:
                 self._not_confirmed([fire], tries, error)
                 failed.append(fire)
         return failed
 
-    def _published(self, fire: datetime, schedule: Schedule) -> None:
+    def _published(self, fire: datetime, schedule: Schedule, confirmed_at: datetime) -> None:
         late = time.time() - fire.timestamp()
         counter = self._counters.get(schedule.name)
         if counter is None:
             counter = self._counters[schedule.name] = FIRES.labels(schedule=schedule.name)
         counter.inc()
         self._lag.observe(late)
+        run_id, scheduled_for = schedule.run_id(fire), utc_text(fire)
         log.info(
             "fire published",
             schedule=schedule.name,
-            run_id=schedule.run_id(fire),
-            scheduled_for=utc_text(fire),
+            run_id=run_id,
+            scheduled_for=scheduled_for,
             routing_key=schedule.routing_key,
             late_ms=round(late * 1000, 1),
+        )
+        self._history.emit(
+            fire_event(
+                "fired", schedule, run_id, scheduled_for, at=confirmed_at, plan=schedule.routing_key
+            )
         )
 
     def _not_confirmed(

@@ -7,9 +7,11 @@
                        ▲                                                  │
                        └──────── connection lost: no longer leader ◀──────┘
 
-    lead: read the watermark ─ heap of next fires after it ─ loop:
-          sleep (monotonic) until the next fire, a reload, or stop ─ pop due fires ─
-          catch-up policy ─ publish each, confirmed ─ write the watermark
+    lead: read the watermark ─ read the pauses (then follow them live) ─ heap of next
+          fires after the watermark ─ loop: sleep (monotonic) until the next fire, a reload, a
+          resume --catch-up, or stop ─ pop due fires ─ catch-up policy ─ skip paused
+          schedules ─ publish each, confirmed ─ write the watermark
+    history: fired and skipped events, sent in the background (topology/history/)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from aio_pika.abc import AbstractConnection
 
 from scheduler.firing import Batch, FireHeap
 from scheduler.leader import identity, open_connection, try_lead, watch_connection
+from scheduler.pauses import PauseBook
 from scheduler.publisher import (
     PUBLISH_ERRORS,
     Fire,
@@ -34,11 +37,13 @@ from scheduler.publisher import (
     wait_for_event,
 )
 from scheduler.settings import SchedulerSettings
+from scheduler.skips import report_skipped
 from scheduler.watermark import Watermark
 from topology.envelope import utcnow
 from topology.errors import ScheduleError, TopologyError
+from topology.history.publisher import HistoryPublisher
 from topology.names import Names
-from topology.runtime.metrics import LEADER, MISSED_FIRES
+from topology.runtime.metrics import LEADER
 from topology.schedules.load import ScheduleSet, load_schedules
 from topology.schedules.timing import utc_text
 
@@ -168,7 +173,9 @@ class Scheduler:
     async def _lead(self, connection: AbstractConnection) -> None:
         lost = watch_connection(connection)
         log.info("leading", identity=identity(), queue=self.names.leader_queue)
-        loop = asyncio.create_task(self._fire_loop(connection))
+        history = HistoryPublisher(self.names, self.settings, "scheduler")
+        pauses = PauseBook(self.names, self._wake, lost)
+        loop = asyncio.create_task(self._fire_loop(connection, history, pauses))
         watch = asyncio.create_task(lost.wait())
         try:
             await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -180,15 +187,22 @@ class Scheduler:
             await asyncio.gather(loop, watch, return_exceptions=True)
             self.leading.clear()
             LEADER.set(0)
+            await pauses.close()
+            await history.close()
         if loop.cancelled():
             raise LeadershipLost("the leader's connection closed")
         loop.result()
 
-    async def _fire_loop(self, connection: AbstractConnection) -> None:
-        publisher = FirePublisher(connection, self.names, self.settings)
+    async def _fire_loop(
+        self, connection: AbstractConnection, history: HistoryPublisher, pauses: PauseBook
+    ) -> None:
+        await history.start(connection)
+        publisher = FirePublisher(connection, self.names, self.settings, history)
         watermark = Watermark(await publisher.open(), self.names, self.settings.queue_type)
         await watermark.declare()
+        # The cursor first: fires due while the pauses are read come late, but none is lost.
         cursor = await self._start_cursor(watermark)
+        await pauses.start(connection)  # before the first fire: a paused schedule stays so
         heap = FireHeap(self.schedules, cursor)
         self.leading.set()
         LEADER.set(1)
@@ -197,8 +211,9 @@ class Scheduler:
                 heap = FireHeap(self.schedules, cursor)
             now = max(self._clock(), cursor)
             batch = heap.pop_due(now)
+            pauses.shape(batch, now, cursor, heap.schedules)
             if batch:
-                if not await self._handle(batch, publisher):
+                if not await self._handle(batch, publisher, history):
                     return
                 cursor = now
                 await watermark.write(cursor)
@@ -218,23 +233,10 @@ class Scheduler:
         self.handled_up_to = stored
         return stored
 
-    async def _handle(self, batch: Batch, publisher: FirePublisher) -> bool:
-        for skipped in batch.skipped:
-            MISSED_FIRES.labels(schedule=skipped.schedule.name).inc()
-            log.warning(
-                "fire skipped",
-                schedule=skipped.schedule.name,
-                run_id=skipped.schedule.run_id(skipped.fire),
-                scheduled_for=utc_text(skipped.fire),
-                reason=skipped.reason,
-            )
-        for schedule, oldest in batch.unlisted:
-            log.warning(
-                "more fires skipped",
-                schedule=schedule.name,
-                before=utc_text(oldest),
-                reason="missed by more than misfire_grace_seconds",
-            )
+    async def _handle(
+        self, batch: Batch, publisher: FirePublisher, history: HistoryPublisher
+    ) -> bool:
+        report_skipped(batch, history)
         if not await self._publish_all(batch.publish, publisher):
             log.warning("stopped before every due fire was confirmed; the next leader has them")
             return False

@@ -283,6 +283,17 @@ async def spawn() -> AsyncIterator[Any]:
     await spawner.kill_all()
 
 
+@pytest.fixture
+async def schedulers(broker: TestBroker) -> AsyncIterator[Any]:
+    """Start schedulers in-process (tests.scheduling.Schedulers); all are stopped afterwards."""
+    from tests.scheduling import Schedulers  # it imports this module: import when used
+
+    started = Schedulers(broker)
+    yield started
+    for instance, _ in list(started.tasks.values()):
+        await started.stop(instance)
+
+
 def plan(*delays_ms: int) -> RetryPlan:
     """Shorthand for a retry plan."""
     return RetryPlan(tuple(delays_ms))

@@ -14,10 +14,12 @@ from typing import Any
 import orjson
 from chaoslib.waits import eventually
 
+from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
+from scheduler.watermark import Watermark
 from tests.conftest import TestBroker
 from topology.envelope import Envelope
-from topology.schedules.load import ScheduleSet, parse_schedules
+from topology.schedules.load import ScheduleSet, load_schedules, parse_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,3 +155,43 @@ class Spawner:
         for process in self.started:
             if process.proc.returncode is None:
                 await process.kill()
+
+
+class Schedulers:
+    """In-process schedulers on the test's namespace."""
+
+    def __init__(self, broker: TestBroker) -> None:
+        self.broker = broker
+        self.tasks: dict[int, tuple[Scheduler, asyncio.Task[None]]] = {}
+
+    async def start(self, path: Path, **overrides: Any) -> Scheduler:
+        """Start a scheduler on ``path`` and wait until it leads."""
+        settings = scheduler_settings(self.broker, path, **overrides)
+        instance = Scheduler(settings, load_schedules(path, settings))
+        task = asyncio.create_task(instance.run())
+        self.tasks[id(instance)] = (instance, task)
+        leading = asyncio.create_task(instance.leading.wait())
+        await asyncio.wait({leading, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        return instance
+
+    async def stop(self, instance: Scheduler) -> None:
+        """Stop a scheduler and wait until it closed its connection."""
+        instance.stop()
+        await asyncio.wait_for(self.tasks.pop(id(instance))[1], 15)
+
+
+def every(name: str, interval: str, **fields: Any) -> str:
+    """A [[schedule]] table running ``noop`` at an interval."""
+    extra = "".join(f"{key} = {value}\n" for key, value in fields.items())
+    return f'[[schedule]]\nname = "{name}"\nevery = "{interval}"\ntask = "noop"\n{extra}'
+
+
+async def store_watermark(broker: TestBroker, moment: datetime) -> None:
+    """Leave a watermark as a previous leader would have."""
+    channel = await broker.channel()
+    watermark = Watermark(channel, broker.names, "classic")
+    await watermark.declare()
+    await watermark.write(moment)
+    await channel.close()

@@ -34,7 +34,7 @@ async def test_many_events_arrive_in_order_in_few_messages(broker: TestBroker) -
     """A burst of 1,200 events is read back whole and in order, a few stream messages holding
     them."""
     history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
-    await history.start(broker.connection)  # type: ignore[arg-type]
+    await history.start(broker.connection)
     for n in range(1200):
         history.emit(event("attempt", run_id=f"r{n}", attempt=1, outcome="succeeded"))
     await history.close()
@@ -53,7 +53,7 @@ async def test_reading_skips_what_is_no_event_and_starts_where_asked(broker: Tes
     for body in (b"not json", b'{"v": 99, "type": "attempt"}', b'[{"v": 1}]'):
         await channel.default_exchange.publish(aio_pika.Message(body), stream)
     history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
-    await history.start(broker.connection)  # type: ignore[arg-type]
+    await history.start(broker.connection)
     history.emit(event("fired", run_id="nightly@x", schedule="nightly"))
     await history.close()
     everything = [e async for e in read_stream(broker.connection, stream)]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,62 +18,21 @@ import scheduler.leader
 import scheduler.publisher
 import scheduler.service
 import topology.broker.batch
-from scheduler.service import Scheduler
-from scheduler.watermark import Watermark
 from tests.conftest import TestBroker
 from tests.scheduling import (
+    Schedulers,
+    every,
     fire_times,
     published,
-    scheduler_settings,
+    store_watermark,
     wait_published,
     write_schedules,
 )
 from topology.envelope import utcnow
-from topology.schedules.load import load_schedules
 from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)
-
-
-class Schedulers:
-    """In-process schedulers on the test's namespace."""
-
-    def __init__(self, broker: TestBroker) -> None:
-        self.broker = broker
-        self.tasks: dict[int, tuple[Scheduler, asyncio.Task[None]]] = {}
-
-    async def start(self, path: Path, **overrides: Any) -> Scheduler:
-        """Start a scheduler on ``path`` and wait until it leads."""
-        settings = scheduler_settings(self.broker, path, **overrides)
-        instance = Scheduler(settings, load_schedules(path, settings))
-        task = asyncio.create_task(instance.run())
-        self.tasks[id(instance)] = (instance, task)
-        leading = asyncio.create_task(instance.leading.wait())
-        await asyncio.wait({leading, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()
-        return instance
-
-    async def stop(self, instance: Scheduler) -> None:
-        """Stop a scheduler and wait until it closed its connection."""
-        instance.stop()
-        await asyncio.wait_for(self.tasks.pop(id(instance))[1], 15)
-
-
-@pytest.fixture
-async def schedulers(broker: TestBroker) -> AsyncIterator[Schedulers]:
-    """Start schedulers in-process; all are stopped afterwards."""
-    started = Schedulers(broker)
-    yield started
-    for instance, _ in list(started.tasks.values()):
-        await started.stop(instance)
-
-
-def every(name: str, interval: str, **fields: Any) -> str:
-    """A [[schedule]] table running ``noop`` at an interval."""
-    extra = "".join(f"{key} = {value}\n" for key, value in fields.items())
-    return f'[[schedule]]\nname = "{name}"\nevery = "{interval}"\ntask = "noop"\n{extra}'
 
 
 async def test_each_fire_is_one_persistent_message_with_run_id_plan_and_fields(
@@ -133,15 +91,6 @@ async def test_interval_fires_stay_on_their_grid_when_publishing_is_slow(
     times = await fire_times(broker)
     assert all(t.microsecond == 0 for t in times)
     assert [b - a for a, b in itertools.pairwise(times)] == [SECOND] * (len(times) - 1)
-
-
-async def store_watermark(broker: TestBroker, moment: datetime) -> None:
-    """Leave a watermark as a previous leader would have."""
-    channel = await broker.channel()
-    watermark = Watermark(channel, broker.names, "classic")
-    await watermark.declare()
-    await watermark.write(moment)
-    await channel.close()
 
 
 HOUR = timedelta(hours=1)

@@ -6,8 +6,15 @@ Each outage of a connection is logged once when it is lost and once when it is b
 
 from __future__ import annotations
 
+from typing import overload
+
 import aio_pika
-from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
 
 from topology.broker.outage import watch_outages
 from topology.errors import CONNECTION_ERRORS, BrokerUnavailable
@@ -39,7 +46,11 @@ async def connect(
     return connection
 
 
-async def publish_channel(connection: AbstractRobustConnection) -> AbstractRobustChannel:
+@overload
+async def publish_channel(connection: AbstractRobustConnection) -> AbstractRobustChannel: ...
+@overload
+async def publish_channel(connection: AbstractConnection) -> AbstractChannel: ...
+async def publish_channel(connection: AbstractConnection) -> AbstractChannel:
     """A channel with publisher confirms where a returned (unroutable) message raises."""
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     return channel

@@ -37,6 +37,7 @@ from topology.schedules.timing import utc_text
 
 if TYPE_CHECKING:
     from topology.records import FailedRecord
+    from topology.schedules.load import Schedule
 
 SCHEMA = 1
 EventType = Literal[
@@ -84,6 +85,20 @@ def record_event(
     """An event about a failed record's run (a replay, a purge), done by whoever runs this."""
     ids = {"run_id": record.run_id, "schedule": record.schedule, "task": record.task}
     return event(kind, at=at, **ids, by=who(), **fields)
+
+
+def fire_event(
+    kind: EventType, schedule: Schedule, run_id: str, scheduled_for: str, **fields: Any
+) -> dict[str, Any]:
+    """An event of one run of ``schedule`` (``fired``, ``triggered``, ``skipped``)."""
+    return event(
+        kind,
+        run_id=run_id,
+        schedule=schedule.name,
+        task=schedule.spec.task,
+        scheduled_for=scheduled_for,
+        **fields,
+    )
 
 
 def encode(events: list[dict[str, Any]]) -> bytes:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 import structlog
-from aio_pika.abc import AbstractChannel, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from topology.broker.batch import Outgoing, publish_batch
 from topology.broker.connect import publish_channel
@@ -53,6 +53,8 @@ class HistoryPublisher:
         # waiting dicts would be promoted through its generations and scanned again and again.
         self._buffer: deque[bytes] = deque()
         self._wake = asyncio.Event()
+        #: Set while events wait: an idle publisher sleeps instead of polling its buffer.
+        self._queued = asyncio.Event()
         self._ids = (f"h{os.getpid()}-{n}" for n in itertools.count())
         self._dropped_metric: Any = None
         self._sent_metric: Any = None
@@ -62,7 +64,7 @@ class HistoryPublisher:
 
             self._dropped_metric = HISTORY_DROPPED.labels(process=process)
             self._sent_metric = HISTORY_EVENTS.labels(process=process)
-        self._connection: AbstractRobustConnection | None = None
+        self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._task: asyncio.Task[None] | None = None
         self._declared_at = 0.0
@@ -77,10 +79,11 @@ class HistoryPublisher:
             self._drop(1, "history buffer full: the stream cannot keep up")
             return
         self._buffer.append(orjson.dumps(data))
+        self._queued.set()
         if len(self._buffer) >= CHUNK:
             self._wake.set()
 
-    async def start(self, connection: AbstractRobustConnection) -> None:
+    async def start(self, connection: AbstractConnection) -> None:
         """Declare the stream and start sending in the background."""
         self._connection = connection
         await self._declare()
@@ -89,6 +92,7 @@ class HistoryPublisher:
     async def close(self, grace: float = 2.0) -> None:
         """Send what is buffered (for at most ``grace`` seconds), then stop."""
         self._closing = True
+        self._queued.set()
         self._wake.set()
         if self._task is not None:
             # Not cancelled at once: a batch cut off between popped and confirmed is lost.
@@ -104,12 +108,15 @@ class HistoryPublisher:
         # One batch per linger, or at once while full chunks wait: a busy worker sends a few
         # large batches a second rather than a small one per round trip.
         while not self._closing:
+            await self._queued.wait()  # idle: asleep until an event is emitted, or closing
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), LINGER_SECONDS)
             self._wake.clear()
             await self._flush(time.monotonic() + CONFIRM_SECONDS)
             if len(self._buffer) >= CHUNK:
                 self._wake.set()
+            if not self._buffer:
+                self._queued.clear()  # no await since the buffer was found empty
         while self._buffer:
             await self._flush(time.monotonic() + CONFIRM_SECONDS)
 
@@ -175,7 +182,7 @@ class HistoryPublisher:
 
 @contextlib.asynccontextmanager
 async def publishing(
-    connection: AbstractRobustConnection, names: Names, settings: HistorySettings, process: str
+    connection: AbstractConnection, names: Names, settings: HistorySettings, process: str
 ) -> AsyncIterator[HistoryPublisher]:
     """A publisher started on ``connection`` for the block, and flushed when it ends."""
     publisher = HistoryPublisher(names, settings, process)

@@ -93,12 +93,16 @@ class Schedule:
         """Deterministic id of one fire: ``<name>@<UTC ISO fire time>``."""
         return f"{self.name}@{utc_text(fire)}"
 
-    def envelope(self, fire: datetime) -> Envelope:
-        """The task message of one fire."""
+    def manual_run_id(self, now: datetime) -> str:
+        """Id of a run triggered by hand: ``<name>@manual-<UTC time>``."""
+        return f"{self.name}@manual-{utc_text(now)}"
+
+    def envelope(self, fire: datetime, run_id: str | None = None) -> Envelope:
+        """The task message of one fire (of a run triggered by hand: with its ``run_id``)."""
         return Envelope(
             task=self.spec.task,
             payload=self.spec.payload,
-            run_id=self.run_id(fire),
+            run_id=run_id or self.run_id(fire),
             schedule=self.name,
             scheduled_for=fire,
             timeout_seconds=self.spec.timeout_seconds,

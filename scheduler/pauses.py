@@ -1,0 +1,140 @@
+"""Paused schedules on the leader: the control stream read whole, then followed live.
+
+A new leader reads ``<ns>_control`` to its end before its first fire, then consumes it from
+the next offset, so a ``pause`` or ``resume`` is applied within moments of its command,
+through restarts and failover. A paused schedule's due fires are skipped with the reason
+``paused``. A plain resume leaves the fires skipped while paused alone (as Kubernetes'
+``suspend``); ``resume --catch-up`` publishes them under the schedule's ``catch_up`` policy
+and misfire grace, as if a leader had been away that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime
+from typing import Any
+
+import structlog
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+
+from scheduler.firing import Batch, Skipped, due_fires, keep
+from scheduler.publisher import Fire
+from topology.errors import BROKER_TROUBLE
+from topology.history.events import Event, decode
+from topology.history.reader import stream_offset
+from topology.names import Names
+from topology.schedules.control import Pause, fold_pauses, read_control
+from topology.schedules.load import ScheduleSet
+
+log = structlog.get_logger("scheduler")
+#: The reason of a fire not published because its schedule is paused.
+PAUSED = "paused"
+#: Commands are few; streams deliver only to consumers with a prefetch.
+PREFETCH = 100
+
+
+class PauseBook:
+    """Which schedules are paused, kept current from the control stream while leading."""
+
+    def __init__(self, names: Names, wake: asyncio.Event, lost: asyncio.Event) -> None:
+        self._names = names
+        self._wake = wake
+        self._lost = lost
+        self.paused: dict[str, Pause] = {}
+        #: Per paused schedule: every fire after this was skipped because of the pause.
+        self._held_from: dict[str, datetime] = {}
+        self._catch_up: list[tuple[str, datetime]] = []
+        #: The moment up to which the last wake-up took due fires.
+        self._popped_up_to: datetime | None = None
+        self._channel: AbstractChannel | None = None
+        self._connection: AbstractConnection | None = None
+
+    async def start(self, connection: AbstractConnection) -> None:
+        """Read the whole control stream, then follow it live on a channel of its own."""
+        self._connection = connection
+        self.paused, following = await read_control(connection, self._names)
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=PREFETCH)
+        queue = await channel.get_queue(self._names.control_stream, ensure=False)
+        await queue.consume(self._on_message, arguments={"x-stream-offset": following})
+        channel.close_callbacks.add(self._on_close)
+        self._channel = channel
+        if self.paused:
+            log.info("paused schedules", schedules=sorted(self.paused))
+
+    async def close(self) -> None:
+        """Stop following the stream."""
+        channel, self._channel = self._channel, None
+        if channel is not None and not channel.is_closed:
+            channel.close_callbacks.discard(self._on_close)
+            with contextlib.suppress(*BROKER_TROUBLE):  # the connection may be gone
+                await channel.close()
+
+    def shape(self, batch: Batch, now: datetime, handled: datetime, schedules: ScheduleSet) -> None:
+        """Skip the fires of paused schedules; add those a ``resume --catch-up`` brings back
+        (up to ``handled``: every fire up to it was handled before this wake-up)."""
+        if self._catch_up:
+            self._add_catch_up(batch, now, handled, schedules)
+        self._popped_up_to = now
+        if not self.paused or not batch.publish:
+            return
+        publish: list[Fire] = []
+        held: list[Skipped] = []
+        for fire, schedule in batch.publish:
+            if schedule.name in self.paused:
+                held.append(Skipped(schedule, fire, PAUSED))
+            else:
+                publish.append((fire, schedule))
+        batch.publish = publish
+        batch.skipped += held
+
+    def _add_catch_up(
+        self, batch: Batch, now: datetime, handled: datetime, schedules: ScheduleSet
+    ) -> None:
+        for name, held_from in self._catch_up:
+            schedule = schedules.get(name)
+            first = schedule.next_fire(held_from) if schedule is not None else None
+            if schedule is None or first is None:
+                continue
+            fires, _, _ = due_fires(schedule, first, handled)
+            kept = keep(schedule, fires, now)
+            batch.publish += [(fire, schedule) for fire in kept]
+            log.info("catching up fires skipped while paused", schedule=name, fires=len(kept))
+        self._catch_up.clear()
+        batch.publish.sort(key=lambda item: (item[0], item[1].name))
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        for event in decode(message.body, stream_offset(message)):
+            self._apply(event)
+        await message.ack()
+
+    def _apply(self, event: Event) -> None:
+        name = event.schedule
+        if name is None or event.type not in ("paused", "resumed"):
+            return
+        was = self.paused.get(name)
+        self.paused = fold_pauses([event], self.paused)
+        if event.type == "paused" and was is None:
+            # Every fire after the last wake-up is taken after this moment, and skipped.
+            self._held_from[name] = self._popped_up_to or event.at
+        elif event.type == "resumed" and was is not None:
+            held_from = self._held_from.pop(name, was.since)
+            if event.get("catch_up"):
+                self._catch_up.append((name, held_from))
+                self._wake.set()
+        else:
+            return  # the state did not change
+        log.info(f"schedule {event.type}", schedule=name, **_fields(event))
+
+    def _on_close(self, *_: Any) -> None:
+        # Without the live stream a pause would go unnoticed: give up leading, and the next
+        # session reads the stream again.
+        if self._connection is not None and not self._connection.is_closed:
+            log.warning("the control stream consumer stopped; leading again from the start")
+        self._lost.set()
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    keys = ("by", "reason", "catch_up")
+    return {key: event.get(key) for key in keys if event.get(key) is not None}

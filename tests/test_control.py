@@ -1,0 +1,170 @@
+"""The scheduler's history events, and pause and resume through scripts/schedules.py."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from chaoslib.waits import eventually
+from structlog.testing import capture_logs
+
+from tests.conftest import TestBroker
+from tests.helpers import history
+from tests.pausing import matching, schedules_script, wait_events
+from tests.scheduling import (
+    Schedulers,
+    every,
+    fire_times,
+    published,
+    store_watermark,
+    wait_published,
+    write_schedules,
+)
+from topology.envelope import utcnow
+from topology.history.runs import fold_runs
+from topology.schedules.timing import utc_text
+
+pytestmark = pytest.mark.broker
+SECOND = timedelta(seconds=1)
+
+
+async def published_ids(broker: TestBroker) -> list[str]:
+    """Run ids of the fires in the main queue, in publish order."""
+    return [env.run_id for _, env in await published(broker)]
+
+
+async def test_fired_and_skipped_events_reach_the_history_stream(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """Each confirmed fire is a ``fired`` event, each fire the catch-up dropped a ``skipped``."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s", retry="{ max_retries = 1, delay_ms = 100 }"))
+    await store_watermark(broker, utcnow().replace(microsecond=0) - 4 * SECOND)
+    with capture_logs() as logs:
+        await schedulers.start(path)
+        await wait_published(broker, 3)
+        fired = await wait_events(broker, 3, type="fired")
+    skipped_logged = [e["run_id"] for e in logs if e["event"] == "fire skipped"]
+    messages = {env.run_id: (message, env) for message, env in await published(broker)}
+    for event in fired:
+        message, env = messages[str(event.run_id)]
+        assert (event.schedule, event.get("task"), event.get("plan")) == (
+            "tick",
+            "noop",
+            message.routing_key,
+        )
+        assert event.get("scheduled_for") == utc_text(env.scheduled_for)
+    skipped = matching(await history(broker), type="skipped")
+    assert [e.run_id for e in skipped] == skipped_logged and len(skipped) >= 2
+    assert all(e.get("reason").startswith("catch_up = latest") for e in skipped)
+    runs = fold_runs(await history(broker))
+    assert {runs[str(e.run_id)].outcome for e in skipped} == {"skipped"}
+
+
+async def test_pause_stops_fires_within_a_second_and_writes_its_events(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """After ``pause`` no fire later than a second after the command is published; each one
+    held back is logged at info and written as ``skipped`` with the reason ``paused``."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s"))
+    with capture_logs() as logs:
+        await schedulers.start(path)
+        await wait_published(broker, 1)
+        result = await schedules_script(broker, path, "pause", "tick", "--reason", "db upgrade")
+        assert result.returncode == 0, result.stderr
+        held = await wait_events(broker, 2, type="skipped", reason="paused")
+    [paused] = matching(await history(broker), type="paused")
+    assert (paused.schedule, paused.get("reason")) == ("tick", "db upgrade")
+    assert "@" in paused.get("by")
+    assert max(await fire_times(broker)) <= paused.at + SECOND
+    assert not set(await published_ids(broker)) & {e.run_id for e in held}
+    lines = [e for e in logs if e["event"] == "fire skipped"]
+    assert lines and {(e["reason"], e["log_level"]) for e in lines} == {("paused", "info")}
+    assert [e["by"] for e in logs if e["event"] == "schedule paused"] == [paused.get("by")]
+
+
+@pytest.mark.parametrize("catch_up", [False, True])
+async def test_fires_missed_while_paused_are_published_only_on_resume_with_catch_up(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path, catch_up: bool
+) -> None:
+    """A plain resume runs none of the fires skipped while paused; ``--catch-up`` runs them
+    under the schedule's catch_up policy (``all``: every one), each once."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s", catch_up='"all"'))
+    await schedulers.start(path)
+    await wait_published(broker, 1)
+    await schedules_script(broker, path, "pause", "tick", "--reason", "r")
+    await wait_events(broker, 3, type="skipped", reason="paused")
+    flags = ["--catch-up"] if catch_up else []
+    result = await schedules_script(broker, path, "resume", "tick", *flags)
+    assert result.returncode == 0, result.stderr
+    [resumed] = await wait_events(broker, type="resumed")
+    assert resumed.get("catch_up") is catch_up
+
+    async def fired_after_resume() -> bool:
+        return max(await fire_times(broker)) > resumed.at
+
+    await eventually(fired_after_resume, 10)
+    held = {e.run_id for e in matching(await history(broker), type="skipped", reason="paused")}
+
+    async def caught_up() -> bool:
+        return held <= set(await published_ids(broker))
+
+    if catch_up:
+        await eventually(caught_up, 10)
+    ids = await published_ids(broker)
+    assert len(ids) == len(set(ids))
+    assert (held <= set(ids)) if catch_up else not (held & set(ids))
+
+
+async def test_pause_and_resume_say_when_there_is_nothing_to_do(
+    broker: TestBroker, tmp_path: Path
+) -> None:
+    """A second pause, or a resume of a running schedule, exits 0 and sends no command."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1h"))
+    not_paused = await schedules_script(broker, path, "resume", "tick")
+    assert (not_paused.returncode, not_paused.stdout) == (0, "tick is not paused; nothing sent\n")
+    for _ in range(2):
+        result = await schedules_script(broker, path, "pause", "tick", "--reason", "first")
+        assert result.returncode == 0, result.stderr
+    assert "already paused" in result.stdout and "first" in result.stdout
+    assert len(matching(await history(broker), type="paused")) == 1
+    listed = await schedules_script(broker, path, "list", "--json")
+    [row] = orjson.loads(listed.stdout)
+    assert (row["name"], row["paused"], row["reason"]) == ("tick", True, "first")
+    assert datetime.fromisoformat(row["paused_since"]) <= utcnow()
+
+
+@pytest.mark.parametrize(
+    "args", [["trigger", "nope"], ["pause", "nope", "--reason", "r"], ["resume", "nope"]]
+)
+async def test_an_unknown_schedule_exits_2_listing_the_known_ones(
+    broker: TestBroker, tmp_path: Path, args: list[str]
+) -> None:
+    """A name not in the file is a usage error that names the schedules there are."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("alpha", "1h") + every("beta", "1h"))
+    result = await schedules_script(broker, path, *args)
+    assert result.returncode == 2
+    assert "no schedule 'nope'" in result.stderr and "known: alpha, beta" in result.stderr
+
+
+async def test_an_unreachable_broker_exits_3_saying_so(broker: TestBroker, tmp_path: Path) -> None:
+    """Nothing listens at CRON_AMQP_URL: exit 3 with the URL, its password hidden."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1h"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"amqp://guest:secret@127.0.0.1:{port}/"
+    result = await schedules_script(
+        broker, path, "pause", "tick", "--reason", "r", CRON_AMQP_URL=url
+    )
+    assert result.returncode == 3
+    assert f"cannot reach RabbitMQ at amqp://guest:***@127.0.0.1:{port}/" in result.stderr
+    assert "secret" not in result.stderr + result.stdout
