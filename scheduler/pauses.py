@@ -1,30 +1,35 @@
-"""Paused schedules on the leader: the control stream read whole, then followed live.
+"""Paused schedules on the leader: the control stream followed from its first command.
 
-A new leader reads ``<ns>_control`` to its end before its first fire, then consumes it from
-the next offset, so a ``pause`` or ``resume`` is applied within moments of its command,
-through restarts and failover. A paused schedule's due fires are skipped with the reason
-``paused``. A plain resume leaves the fires skipped while paused alone (as Kubernetes'
-``suspend``); ``resume --catch-up`` publishes them under the schedule's ``catch_up`` policy
-and misfire grace, as if a leader had been away that long.
+A new leader consumes ``<ns>_control`` from the start and, to know when it has read all
+there is, appends a marker of its own (a message with no event) and waits for it to come
+back: every command before it is then applied, exactly, before the first fire, however long
+the broker takes. Commands after it apply as they come, within moments, through restarts and
+failover. A paused schedule's due fires are skipped with the reason ``paused``. A plain
+resume leaves the fires skipped while paused alone (as Kubernetes' ``suspend``);
+``resume --catch-up`` publishes them under the schedule's ``catch_up`` policy and misfire
+grace, as if a leader had been away that long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from datetime import datetime
 from typing import Any
 
+import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from scheduler.firing import Batch, Skipped, due_fires, keep
 from scheduler.publisher import Fire
 from topology.errors import BROKER_TROUBLE
-from topology.history.events import Event, decode
+from topology.history.events import Event, decode, encode
 from topology.history.reader import stream_offset
+from topology.history.stream import declare_control
 from topology.names import Names
-from topology.schedules.control import Pause, fold_pauses, read_control
+from topology.schedules.control import Pause, fold_pauses
 from topology.schedules.load import ScheduleSet
 
 log = structlog.get_logger("scheduler")
@@ -32,6 +37,8 @@ log = structlog.get_logger("scheduler")
 PAUSED = "paused"
 #: Commands are few; streams deliver only to consumers with a prefetch.
 PREFETCH = 100
+#: The marker not back by then: the broker is in trouble; lead again from the start.
+CATCH_UP_SECONDS = 60.0
 
 
 class PauseBook:
@@ -49,19 +56,34 @@ class PauseBook:
         self._popped_up_to: datetime | None = None
         self._channel: AbstractChannel | None = None
         self._connection: AbstractConnection | None = None
+        self._marker = f"leader-{uuid.uuid4().hex}"
+        #: Done once the marker came back: from then on commands are new, and logged.
+        self._caught_up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def start(self, connection: AbstractConnection) -> None:
-        """Read the whole control stream, then follow it live on a channel of its own."""
+        """Follow the control stream on a channel of its own; returns once every command it
+        held is applied."""
         self._connection = connection
-        self.paused, following = await read_control(connection, self._names)
+        await declare_control(connection, self._names)
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=PREFETCH)
         queue = await channel.get_queue(self._names.control_stream, ensure=False)
-        await queue.consume(self._on_message, arguments={"x-stream-offset": following})
+        await queue.consume(self._on_message, arguments={"x-stream-offset": "first"})
         channel.close_callbacks.add(self._on_close)
         self._channel = channel
+        await self._read_to_end(channel)
         if self.paused:
             log.info("paused schedules", schedules=sorted(self.paused))
+
+    async def _read_to_end(self, channel: AbstractChannel) -> None:
+        marker = aio_pika.Message(encode([]), message_id=self._marker)
+        await channel.default_exchange.publish(marker, self._names.control_stream)
+        try:
+            await asyncio.wait_for(self._caught_up, CATCH_UP_SECONDS)
+        except TimeoutError:
+            raise TimeoutError(
+                f"the control stream did not deliver its end within {CATCH_UP_SECONDS:g} s"
+            ) from None
 
     async def close(self) -> None:
         """Stop following the stream."""
@@ -105,6 +127,8 @@ class PauseBook:
         batch.publish.sort(key=lambda item: (item[0], item[1].name))
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        if message.message_id == self._marker and not self._caught_up.done():
+            self._caught_up.set_result(None)
         for event in decode(message.body, stream_offset(message)):
             self._apply(event)
         await message.ack()
@@ -115,17 +139,19 @@ class PauseBook:
             return
         was = self.paused.get(name)
         self.paused = fold_pauses([event], self.paused)
+        live = self._caught_up.done()  # before: a command an earlier leader applied
         if event.type == "paused" and was is None:
             # Every fire after the last wake-up is taken after this moment, and skipped.
             self._held_from[name] = self._popped_up_to or event.at
         elif event.type == "resumed" and was is not None:
             held_from = self._held_from.pop(name, was.since)
-            if event.get("catch_up"):
+            if event.get("catch_up") and live:
                 self._catch_up.append((name, held_from))
                 self._wake.set()
         else:
             return  # the state did not change
-        log.info(f"schedule {event.type}", schedule=name, **_fields(event))
+        if live:
+            log.info(f"schedule {event.type}", schedule=name, **_fields(event))
 
     def _on_close(self, *_: Any) -> None:
         # Without the live stream a pause would go unnoticed: give up leading, and the next

@@ -18,7 +18,7 @@ from aio_pika.abc import AbstractConnection
 
 from topology.envelope import CONTENT_TYPE
 from topology.history.events import Event, encode
-from topology.history.reader import Start, read_stream
+from topology.history.reader import read_stream
 from topology.history.stream import declare_control
 from topology.names import Names
 
@@ -49,17 +49,8 @@ def fold_pauses(
 
 async def read_pauses(connection: AbstractConnection, names: Names) -> dict[str, Pause]:
     """Every schedule paused now, read from the start of the control stream."""
-    return (await read_control(connection, names))[0]
-
-
-async def read_control(
-    connection: AbstractConnection, names: Names
-) -> tuple[dict[str, Pause], Start]:
-    """Every schedule paused now, and where a live reader of the stream goes on from."""
     await declare_control(connection, names)
-    events = [event async for event in read_stream(connection, names.control_stream)]
-    following: Start = events[-1].offset + 1 if events else "first"
-    return fold_pauses(events), following
+    return fold_pauses([event async for event in read_stream(connection, names.control_stream)])
 
 
 async def send_command(
