@@ -4,16 +4,23 @@ aligned tables and a progress bar."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Coroutine, Sequence
+from typing import Any, TextIO
 
 import structlog
 from pydantic import ValidationError
 
-from topology.errors import Loc, validation_problems
+from topology.errors import (
+    BROKER_TROUBLE,
+    BrokerUnavailable,
+    Loc,
+    TopologyError,
+    validation_problems,
+)
 from topology.plan import RetryPlan
 from topology.runtime.settings import CronSettings
 from topology.schedules.spec import RetrySpec
@@ -54,6 +61,17 @@ def plan_options(args: argparse.Namespace, settings: CronSettings) -> RetryPlan 
     except ValidationError as error:
         raise UsageError("; ".join(validation_problems(error, where=_option))) from None
     return spec.plan(settings)
+
+
+def run_command(prog: str, command: Coroutine[Any, Any, int]) -> int:
+    """Run an async command for its exit code; broker trouble is said on stderr and exits 3."""
+    try:
+        return asyncio.run(command)
+    except (BrokerUnavailable, TopologyError) as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+    except BROKER_TROUBLE as error:
+        print(f"{prog}: the broker failed: {type(error).__name__}: {error}", file=sys.stderr)
+    return EXIT_BROKER
 
 
 def log_to_stderr(level: str = "INFO") -> None:

@@ -10,7 +10,6 @@ history stream in the namespace (or ``show`` found no event of the run), 2 usage
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import sys
@@ -19,13 +18,13 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, log_to_stderr
+from _cli import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from _history_view import runs_table, story
 from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect
 from topology.broker.inspect import counts
-from topology.errors import BROKER_TROUBLE, BrokerUnavailable, SettingsError
+from topology.errors import SettingsError
 from topology.failed.select import parse_since
 from topology.history.recent import one_run, recent_runs, story_start
 from topology.history.runs import OUTCOMES, Run
@@ -161,14 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"history.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
-    try:
-        return asyncio.run(with_history(settings, args, since))
-    except BrokerUnavailable as error:
-        print(f"history.py: {error}", file=sys.stderr)
-        return EXIT_BROKER
-    except BROKER_TROUBLE as error:
-        print(f"history.py: lost the broker while reading: {error!r}", file=sys.stderr)
-        return EXIT_BROKER
+    return run_command("history.py", with_history(settings, args, since))
 
 
 if __name__ == "__main__":

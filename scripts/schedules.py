@@ -11,7 +11,6 @@ writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -19,18 +18,15 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr
+from _cli import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect, publish_channel
 from topology.declare import declare_topology
 from topology.envelope import utcnow
 from topology.errors import (
-    BROKER_TROUBLE,
-    BrokerUnavailable,
     ScheduleError,
     SettingsError,
-    TopologyError,
 )
 from topology.history.events import event, fire_event, who
 from topology.history.publisher import HistoryPublisher, publishing
@@ -239,14 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedules.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
-    try:
-        return asyncio.run(COMMANDS[args.command](context, args))
-    except (BrokerUnavailable, TopologyError) as error:
-        print(f"schedules.py: {error}", file=sys.stderr)
-        return EXIT_BROKER
-    except BROKER_TROUBLE as error:
-        print(f"schedules.py: broker trouble: {type(error).__name__}: {error}", file=sys.stderr)
-        return EXIT_BROKER
+    return run_command("schedules.py", COMMANDS[args.command](context, args))
 
 
 if __name__ == "__main__":

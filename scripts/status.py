@@ -19,12 +19,12 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned, log_to_stderr
+from _cli import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
 
 from topology.broker.connect import connect
 from topology.durations import for_people
 from topology.envelope import utcnow
-from topology.errors import BROKER_TROUBLE, BrokerUnavailable, ScheduleError, SettingsError
+from topology.errors import ScheduleError, SettingsError
 from topology.history.snapshot import current_status
 from topology.history.status import ScheduleState, StatusFold
 from topology.names import Names
@@ -175,21 +175,6 @@ def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, Sche
     return args, settings, load_schedules(settings.schedules_file, settings)
 
 
-def fetch(settings: CronSettings) -> tuple[StatusFold, bool, dict[str, Pause]] | None:
-    """``gather``, or None when the broker failed, which it says on stderr."""
-    try:
-        return asyncio.run(gather(settings))
-    except BrokerUnavailable as error:
-        print(f"status.py: {error}", file=sys.stderr)
-    except BROKER_TROUBLE as error:
-        print(
-            f"status.py: the broker at {settings.safe_url} failed while reading "
-            f"({type(error).__name__}: {error}); try again",
-            file=sys.stderr,
-        )
-    return None
-
-
 def show(rows: list[StatusRow], as_json: bool, now: datetime) -> None:
     """Print the rows as JSON or as a table."""
     if as_json:
@@ -206,14 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, ScheduleError) as error:
         print(f"status.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    found = fetch(settings)
-    if found is None:
-        return EXIT_BROKER
-    fold, stored, pauses = found
+    return run_command("status.py", report(settings, schedules, args.json))
+
+
+async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:
+    """Read the status and print it."""
+    fold, stored, pauses = await gather(settings)
     if not stored:
         print(NO_FOLD, file=sys.stderr)
     now = utcnow()
-    show(status_rows(schedules, fold, pauses, now), args.json, now)
+    show(status_rows(schedules, fold, pauses, now), as_json, now)
     return EXIT_OK
 
 
