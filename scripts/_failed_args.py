@@ -19,6 +19,7 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--reason", help="exact reason, e.g. retries-exhausted, unknown-task")
     group.add_argument("--since", help="failed at or after: an age (30m, 2h, 7d) or ISO time")
     group.add_argument("--run-id", help="run id, e.g. 'nightly@2026-01-31*'")
+    group.add_argument("--text", help="text in the run id, schedule, task, reason or error")
     group.add_argument("--limit", type=int, help="handle at most this many matching records")
 
 
@@ -87,10 +88,12 @@ def selection(args: argparse.Namespace) -> RecordFilter:
         reason=getattr(args, "reason", None),
         run_id=getattr(args, "run_id", None),
         since=parse_since(since) if since else None,
+        text=getattr(args, "text", None),
     )
     if args.command in ("replay", "purge") and select.selects_all and not args.all:
         raise UsageError(
-            f"{args.command} needs a filter (--schedule, --task, --reason, --since, --run-id) "
+            f"{args.command} needs a filter (--schedule, --task, --reason, --since, --run-id, "
+            "--text) "
             "or --all to take every record"
         )
     return select

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import orjson
 from _cli import aligned
 
+from topology.failed.export import exported
 from topology.headers import H_X_DEATH, jsonable, text
 from topology.records import FailedRecord
+from topology.redaction import redact_body
 
 COLUMNS = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "REASON", "FAILED AT", "REPLAYS")
 
@@ -68,7 +71,7 @@ def history(entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def full(record: FailedRecord) -> str:
-    """One record with everything an on-call engineer asks about."""
+    """One record with everything an on-call engineer asks about, its secrets hidden."""
     fields = [
         ("run id", record.run_id or "-"),
         ("schedule", record.schedule or "-"),
@@ -84,8 +87,13 @@ def full(record: FailedRecord) -> str:
     lines += [
         "properties  : " + pretty_json(dict(record.properties)),
         "payload:",
-        payload(record.body),
+        payload(redact_body(record.body)),
     ]
     headers = {k: v for k, v in record.headers.items() if k not in (H_X_DEATH, "x-death")}
     lines += ["headers:", pretty_json(headers), "x-death history (newest first):"]
     return "\n".join(lines + history(record.history))
+
+
+def shown_record(record: FailedRecord) -> dict[str, Any]:
+    """The record as ``show --json`` prints it: the export's form, its secrets hidden."""
+    return exported(replace(record, body=redact_body(record.body)))

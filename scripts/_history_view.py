@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from _cli import aligned, widths
 
-from topology.durations import for_people
-from topology.history.events import Event
 from topology.history.runs import Run
+from topology.history.timeline import one_line, seconds_text, steps
 
 COLUMNS = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "OUTCOME", "TOOK", "LAST ERROR")
 #: The last error keeps at least this many characters, however narrow the terminal.
 MIN_ERROR = 24
-#: Events after which the next attempt's wait is counted: an attempt's end, a fire, a replay.
-_WAIT_FROM = frozenset({"attempt", "fired", "triggered", "replayed"})
-
-
-def seconds_text(seconds: float | None) -> str:
-    """A duration for people, to the millisecond; ``-`` when there is none."""
-    return "-" if seconds is None else for_people(round(max(seconds, 0.0), 3), parts=2)
-
-
-def one_line(text: str | None) -> str:
-    """A text on one line, every run of spaces and line breaks made one space."""
-    return " ".join((text or "-").split())
 
 
 def cut(text: str, width: int) -> str:
@@ -62,62 +49,12 @@ def stamp(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def _attempt(event: Event, waited: float | None) -> str:
-    parts = [str(event.get("reason"))] if event.get("reason") != event.get("outcome") else []
-    if event.get("http_status") is not None:
-        parts.append(f"HTTP {event.get('http_status')}")
-    if event.get("duration_ms") is not None:
-        parts.append(f"{event.get('duration_ms'):g} ms")
-    if event.get("host"):
-        parts.append(f"on {event.get('host')} pid {event.get('pid')}")
-    wait = "" if waited is None else f" after waiting {seconds_text(waited)}"
-    error = f": {one_line(event.get('error'))}" if event.get("error") else ""
-    return f"{event.get('outcome')}{wait} ({', '.join(parts)}){error}"
-
-
-def _by(event: Event) -> str:
-    plan = f", plan {event.get('plan')}" if event.get("plan") else ""
-    return f"by {event.get('by', '?')}{plan}"
-
-
-def _failed(event: Event) -> str:
-    error = f": {one_line(event.get('error'))}" if event.get("error") else ""
-    return f"{event.get('reason')} after {event.get('attempts')} attempt(s){error}"
-
-
-def _nothing(event: Event) -> str:
-    return ""
-
-
-_DETAILS: dict[str, Callable[[Event], str]] = {
-    "fired": lambda e: f"for {e.get('scheduled_for')}, plan {e.get('plan')}",
-    "triggered": _by,
-    "skipped": lambda e: f"{e.get('scheduled_for')}: {e.get('reason')}",
-    "failed": _failed,
-    "replayed": lambda e: f"{_by(e)} (replay {e.get('replay', '?')})",
-    "purged": _by,
-}
-
-
-def _line(event: Event, waited: float | None) -> str:
-    if event.type == "attempt":
-        label, detail = f"attempt {event.get('attempt')}", _attempt(event, waited)
-    else:
-        label, detail = event.type, _DETAILS.get(event.type, _nothing)(event)
-    return f"{stamp(event.at)}  {label:<10}  {detail}".rstrip()
-
-
 def timeline(run: Run) -> list[str]:
-    """One line per event, in time order; an attempt says how long it waited to start (from
-    the end of the attempt before, or from the fire or replay)."""
-    lines, since = [], None
-    for event in run.in_time_order():
-        waited = None
-        if event.type == "attempt" and since is not None:
-            started = event.at.timestamp() - float(event.get("duration_ms") or 0) / 1000
-            waited = started - since.timestamp()
-        lines.append(_line(event, waited))
-        since = event.at if event.type in _WAIT_FROM else since
+    """One line per event, in time order (see ``topology.history.timeline``)."""
+    lines = []
+    for step in steps(run):
+        error = f": {step.error}" if step.error else ""
+        lines.append(f"{stamp(step.event.at)}  {step.label:<10}  {step.detail}{error}".rstrip())
     return lines
 
 

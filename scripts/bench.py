@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,21 +26,28 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import clients as clients_bench  # noqa: E402
+from benchlib import dashboard as dashboard_bench  # noqa: E402
+from benchlib import enqueue as enqueue_bench  # noqa: E402
 from benchlib import fire as fire_bench  # noqa: E402
+from benchlib import http as http_bench  # noqa: E402
 from benchlib import instructions as instructions_bench  # noqa: E402
 from benchlib import lag as lag_bench  # noqa: E402
 from benchlib import replay as replay_bench  # noqa: E402
+from benchlib import scale as scale_bench  # noqa: E402
 from benchlib import status as status_bench  # noqa: E402
 from benchlib.common import (  # noqa: E402 - after the path fix above
     DEFAULT_URL,
     Bench,
     LineCounter,
     Run,
-    last_attempt_time,
+    open_queue,
     print_table,
     reached,
     reap,
     rss_mb,
+    run_baseline,
+    run_ours,
     worker_env,
 )
 from chaoslib.waits import until  # noqa: E402
@@ -49,52 +55,15 @@ from chaoslib.waits import until  # noqa: E402
 from topology.plan import RetryPlan  # noqa: E402
 
 
-def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: Path) -> Run:
-    """Start ``python -m worker``; clock from process start to its last attempt line."""
-    log = workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
-    with log.open("wb") as out:
-        started = time.time()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "worker"],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=worker_env(bench, prefetch, modules),
-        )
-        attempts = LineCounter(log)
-        until(lambda: attempts() >= expected or process.poll() is not None, 600)
-    ended = last_attempt_time(log)
-    cpu, rss = reap(process)
-    return Run(ended - started, expected, cpu, rss)
-
-
 def run_raw(bench: Bench, expected: int, prefetch: int) -> Run:
     """Start the minimal aio-pika consumer below as its own process."""
-    started = time.time()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "_raw",
-            bench.url,
-            bench.names.main_queue,
-            str(prefetch),
-            str(expected),
-        ],
-        stdout=subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    ended = float(process.stdout.readline())
-    cpu, rss = reap(process)
-    return Run(ended - started, expected, cpu, rss)
+    command = [__file__, "_raw", bench.url, bench.names.main_queue, str(prefetch)]
+    return run_baseline([*command, str(expected)], expected)
 
 
 async def raw_consumer(url: str, queue_name: str, prefetch: int, expected: int) -> None:
     """The baseline: ``queue.consume`` with a callback, orjson decode, ack per message."""
-    connection = await aio_pika.connect(url)
-    channel = await connection.channel()
-    await channel.set_qos(prefetch_count=prefetch)
-    queue = await channel.declare_queue(queue_name, passive=True)
+    connection, queue = await open_queue(url, queue_name, prefetch)
     done = asyncio.Event()
     seen = 0
 
@@ -224,6 +193,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "replay": replay_bench.replay,
     "instructions": instructions_bench.instructions,
     "status": status_bench.status,
+    "dashboard": dashboard_bench.dashboard,
+    "enqueue": enqueue_bench.enqueue,
+    "http": http_bench.http,
+    "clients": clients_bench.clients,
+    "scale": scale_bench.scale,
 }
 
 
@@ -238,7 +212,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name, default in (("drain", 20_000), ("retry", 10_000), ("soak", 200_000)):
         command = sub.add_parser(name, help=COMMANDS[name].__doc__)
         command.add_argument("--tasks", type=int, default=default)
-    for module in (fire_bench, lag_bench, replay_bench, instructions_bench, status_bench):
+    for module in (
+        fire_bench,
+        lag_bench,
+        replay_bench,
+        instructions_bench,
+        status_bench,
+        dashboard_bench,
+        enqueue_bench,
+        http_bench,
+        clients_bench,
+        scale_bench,
+    ):
         module.add_command(sub)
     return parser.parse_args(argv)
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Chaos run: ``python scripts/chaos.py --tasks N`` proves that no task is lost while things break.
 
-It starts a RabbitMQ node of its own (from the installed ``rabbitmq-server``; the machine's
-broker is never touched), worker processes running a ledger handler that records every
-attempt in SQLite, and publishes N tasks (default 10,000): most succeed, a share fails
-transiently and recovers, a share fails for good, a share exhausts its retries. Meanwhile a
-driver, seeded and printed so a run can be repeated, kills and stops workers, closes every
-connection, restarts the broker and kills it. When the work is done the run goes quiet without
-faults and prints the ledger table: lost, completed, failed, duplicated.
+It starts a RabbitMQ node of its own (from the installed ``rabbitmq-server``, or 4.0 with
+``WARREN_RABBITMQ=4``; the machine's broker is never touched), or with ``--cluster N`` a
+cluster of N such nodes whose every URL the processes are given, worker processes running a
+ledger handler that records every attempt in SQLite, and publishes N tasks (default 10,000):
+most succeed, a share fails transiently and recovers, a share fails for good, a share exhausts
+its retries. Meanwhile a driver, seeded and printed so a run can be repeated, kills and stops
+workers, closes every connection, restarts the broker and kills it. When the work is done the
+run goes quiet without faults and prints the ledger table: lost, completed, failed, duplicated.
 
 Exit codes: 0 nothing lost, 1 a task was lost, unaccounted for or duplicated without a
 cause, or a worker exited non-zero on SIGTERM; 2 usage error; 3 no RabbitMQ to run.
@@ -23,15 +24,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import aio_pika
 from chaoslib.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
 from chaoslib.ledger import Ledger
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker, available
+from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Procs, base_env
 from chaoslib.scenario import Scenario
 
+from topology.broker.connect import connect
+from topology.broker.outage import demote_reconnect_chatter
 from topology.plan import RetryPlan
+from topology.runtime.settings import CronSettings
 
 EXIT_OK = 0
 EXIT_LOST = 1
@@ -82,20 +86,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rate", type=float, default=50.0, help="tasks published a second (default 50)"
     )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run on a private cluster of N nodes (quorum queues; broker faults hit one "
+        "node at a time); default 1, a single node",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the ledger, logs and node")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.workers < 1 or args.rate <= 0:
         parser.error("need --tasks >= 1, --workers >= 1 and --rate > 0")
     if not 0 < args.pause[0] <= args.pause[1]:
         parser.error("--pause needs 0 < MIN <= MAX")
+    if not 1 <= args.cluster <= 5:
+        parser.error("--cluster needs 1 to 5 nodes")
+    if args.cluster > 1 and args.queue_type != "quorum":
+        parser.error("--cluster needs quorum queues: a classic queue lives on one node only")
     return args
 
 
 async def experiment(
-    node: PrivateBroker, workdir: Path, config: ChaosConfig, queue: str
+    node: PrivateBroker | PrivateCluster, workdir: Path, config: ChaosConfig, queue: str
 ) -> ChaosResult:
-    """Prepare the namespace on the node, then run the chaos."""
-    connection = await aio_pika.connect_robust(node.url)
+    """Prepare the namespace on the node (or cluster), then run the chaos."""
+    connection = await connect(CronSettings(amqp_url=node.url), "chaos", log_outages=False)
     ledger = Ledger(workdir / "ledger.sqlite")
     (workdir / "logs").mkdir()
     procs = Procs(workdir / "logs", base_env(node.url, NAMESPACE, ledger.path, queue))
@@ -115,6 +131,9 @@ async def experiment(
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(argv)
+    # The run's own connections see every broker fault: the client libraries' reports of
+    # each loss would bury the table (the workers' logs keep theirs).
+    demote_reconnect_chatter()
     if not available():
         print(
             "chaos.py: rabbitmq-server is not installed; it needs a node of its own",
@@ -136,10 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="warren-chaos-"))
     print(
         f"chaos: seed {seed}, {args.tasks} tasks, {args.workers} workers, "
-        f"{args.queue_type} queues, faults {','.join(faults) or 'none'}; files in {workdir}",
+        f"{args.queue_type} queues, {args.cluster} node(s), "
+        f"faults {','.join(faults) or 'none'}; files in {workdir}",
         flush=True,
     )
-    node = PrivateBroker(workdir / "rabbitmq")
+    node: PrivateBroker | PrivateCluster = (
+        PrivateCluster(workdir / "rabbitmq", args.cluster)
+        if args.cluster > 1
+        else PrivateBroker(workdir / "rabbitmq")
+    )
     try:
         node.start()
         result = asyncio.run(experiment(node, workdir, config, args.queue_type))

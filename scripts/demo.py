@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,6 +48,21 @@ DEMO_ENV = {
 }
 #: After the scheduler stops, how long retries already in flight may finish.
 DRAIN_SECONDS = 4.0
+#: Where the monitor serves the dashboard, unless the port is taken (then any free one).
+DASHBOARD_PORT = 8088
+
+
+def dashboard_port() -> int:
+    """CRON_DASHBOARD_PORT if set, else 8088 when free, else a free port."""
+    given = os.environ.get("CRON_DASHBOARD_PORT")
+    if given:
+        return int(given)
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", DASHBOARD_PORT))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -100,8 +116,9 @@ def by_name(name: str) -> Service:
     return next(service for service in SERVICES if service.name == name)
 
 
-def run_services(seconds: float) -> None:
-    """Start every service, report progress for ``seconds``, then stop them in order."""
+def run_services(seconds: float, keep: bool) -> None:
+    """Start every service, report progress for ``seconds``, then stop them in order (with
+    ``keep``, the monitor stays up: it serves the dashboard)."""
     LOGS.mkdir(exist_ok=True)
     try:
         for service in SERVICES:
@@ -112,6 +129,8 @@ def run_services(seconds: float) -> None:
             print(f"  {time.monotonic() - started:4.0f}s  {progress()}", flush=True)
     finally:
         for service in reversed(SERVICES):
+            if keep and service.name == "monitor":
+                continue
             service.stop()
             if service.name == "scheduler":
                 time.sleep(DRAIN_SECONDS)
@@ -208,12 +227,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30, help="how long the scheduler runs")
     args = parser.parse_args()
     os.environ.update(DEMO_ENV)
+    os.environ["CRON_DASHBOARD_PORT"] = str(dashboard_port())
     settings = load_settings(CronSettings)
     print(
         f"running {', '.join(s.name for s in SERVICES)} for {args.seconds:g}s on {SCHEDULES.name}"
     )
     print(f"namespace {NAMESPACE}, default retry plan {settings.default_plan().key}")
-    run_services(args.seconds)
+    dashboard = f"http://127.0.0.1:{os.environ['CRON_DASHBOARD_PORT']}/"
+    print(f"dashboard: {dashboard} (open it while the demo runs)", flush=True)
+    run_services(args.seconds, args.keep)
     records = asyncio.run(failed_records(settings))
     print_attempts()
     print_summary()
@@ -223,6 +245,9 @@ def main() -> int:
     if not args.keep:
         asyncio.run(delete_namespace(settings))
     print(f"\nlogs: {', '.join(str(s.log.relative_to(ROOT)) for s in SERVICES)}")
+    monitor = by_name("monitor").process
+    if args.keep and monitor is not None:
+        print(f"dashboard still up: {dashboard} (stop it with: kill {monitor.pid})")
     outcomes = {e["outcome"] for e in by_name("worker").events("attempt")}
     return 0 if {"succeeded", "retrying"} <= outcomes and records else 1
 

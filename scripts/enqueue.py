@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Publish one task now: ``python scripts/enqueue.py TASK --payload JSON``; prints its run id.
+"""Enqueue one task: ``python scripts/enqueue.py TASK --payload JSON [--delay 90s | --at TIME]``.
 
-The task's retry plan comes from CRON_* settings unless --max-retries, --delay-ms or
---multiplier say otherwise; its queues are declared before the confirmed, mandatory publish.
+Prints its run id once the broker confirmed it. A command line over ``topology.client``: the
+retry plan comes from CRON_* settings unless --max-retries, --delay-ms or --multiplier say
+otherwise; --delay and --at hold the task in the broker's delay levels until it is due.
 """
 
 from __future__ import annotations
@@ -10,19 +11,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, UsageError, add_plan_options, plan_options
 
-from topology.broker.connect import connect, publish_channel
-from topology.declare import declare_topology
-from topology.envelope import Envelope, one_off_run_id, utcnow
-from topology.errors import BrokerUnavailable, PlanError, SettingsError, TopologyError
-from topology.names import Names
-from topology.plan import RetryPlan
-from topology.publish import TaskPublisher
+from topology.client import Client, Enqueued, EnqueueOptions
+from topology.durations import parse_ms
+from topology.errors import BROKER_TROUBLE, ConfigError, TopologyError
 from topology.runtime.settings import CronSettings, load_settings
+
+#: The broker is unreachable, refused the topology or failed during the publish: exit 3.
+BROKER_ERRORS: tuple[type[BaseException], ...] = (TopologyError, *BROKER_TROUBLE)
 
 
 def json_arg(text: str) -> Any:
@@ -33,41 +34,67 @@ def json_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"--payload is not valid JSON: {error}") from None
 
 
+def duration_arg(text: str) -> timedelta:
+    """Parse ``--delay`` or ``--ttl`` such as ``90s``, ``5m`` or ``1h30m``."""
+    ms = parse_ms(text)
+    if ms is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is no duration like 90s, 5m or 1h30m")
+    return timedelta(milliseconds=ms)
+
+
+def time_arg(text: str) -> datetime:
+    """Parse ``--at``: ISO 8601 with a time zone (``Z`` or an offset)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is no ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone: add Z or +02:00")
+    return when
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line of the script."""
     parser = argparse.ArgumentParser(
-        prog="enqueue.py", description="Publish one task now and print its run id."
+        prog="enqueue.py", description="Enqueue one task, now or later, and print its run id."
     )
     parser.add_argument("task", help="registered task name, e.g. http or noop")
     parser.add_argument("--payload", type=json_arg, default={}, help="task input as JSON")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=duration_arg, help="run after this long, e.g. 90s or 2h")
+    when.add_argument("--at", type=time_arg, help="run at this time, e.g. 2030-01-01T09:00Z")
+    parser.add_argument("--ttl", type=duration_arg, help="past now + TTL it fails as expired")
+    parser.add_argument("--key", help="idempotency key: a second enqueue with it sends nothing")
     add_plan_options(parser)
     parser.add_argument("--timeout", type=float, help="per-attempt timeout in seconds")
     return parser.parse_args(argv)
 
 
-def build_envelope(args: argparse.Namespace) -> Envelope:
-    """The envelope of a one-off task."""
+def options_of(args: argparse.Namespace, settings: CronSettings) -> EnqueueOptions:
+    """The client's enqueue options from the command line."""
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    now = utcnow()
-    return Envelope(
-        task=args.task,
-        payload=args.payload,
-        run_id=one_off_run_id(args.task, now),
-        scheduled_for=now,
-        timeout_seconds=args.timeout,
-    )
+    options = EnqueueOptions()
+    plan = plan_options(args, settings)
+    if plan is not None:
+        options["plan"] = plan
+    for name in ("at", "delay", "ttl", "key", "timeout"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    return options
 
 
-async def enqueue(settings: CronSettings, envelope: Envelope, plan: RetryPlan) -> None:
-    """Declare the topology and the plan, then publish with confirms."""
-    names = Names(settings.namespace)
-    connection = await connect(settings, "warren-enqueue")
-    async with connection:
-        channel = await publish_channel(connection)
-        topology = await declare_topology(channel, names, settings)
-        publisher = TaskPublisher(channel, topology.tasks, names, settings.queue_type)
-        await publisher.publish(envelope, plan)
+async def enqueue(
+    settings: CronSettings, task: str, payload: Any, options: EnqueueOptions
+) -> Enqueued:
+    """Send the task with confirms, then close; bad options are refused before connecting."""
+    # Not ``async with``: entering connects and declares the topology, and a usage error
+    # must leave nothing behind on the broker.
+    client = Client(settings, name="warren-enqueue")
+    try:
+        return await client.enqueue(task, payload, **options)
+    finally:
+        await client.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,17 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         settings = load_settings(CronSettings)
-        plan = plan_options(args, settings) or settings.default_plan()
-        envelope = build_envelope(args)
-    except (SettingsError, UsageError, PlanError) as error:
+        done = asyncio.run(enqueue(settings, args.task, args.payload, options_of(args, settings)))
+    except (ConfigError, UsageError) as error:
         print(f"enqueue.py: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        asyncio.run(enqueue(settings, envelope, plan))
-    except (BrokerUnavailable, TopologyError) as error:
+    except BROKER_ERRORS as error:
         print(f"enqueue.py: {error}", file=sys.stderr)
         return EXIT_BROKER
-    print(envelope.run_id)
+    print(done.run_id)
+    if not done.created:
+        print("enqueue.py: this key was enqueued before; nothing sent", file=sys.stderr)
     return EXIT_OK
 
 

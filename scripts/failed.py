@@ -30,7 +30,7 @@ from _cli import (
     plan_options,
 )
 from _failed_args import build_parser, selection
-from _failed_view import full, table
+from _failed_view import full, shown_record, table
 from aio_pika.abc import AbstractRobustConnection
 
 from topology.broker.connect import connect
@@ -45,10 +45,8 @@ from topology.errors import (
 )
 from topology.failed.export import exported
 from topology.failed.replay import Replayer, ReplayOptions
-from topology.failed.store import purge_records, read_records, restore_records
+from topology.failed.store import purge_recorded, read_records, restore_records
 from topology.failed.tally import Tally
-from topology.history.events import record_event
-from topology.history.publisher import publishing
 from topology.names import Names
 from topology.plan import RetryPlan, task_plan
 from topology.records import FailedRecord
@@ -161,7 +159,8 @@ async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
         print(f"failed.py: no failed record with run id {args.run_id!r}", file=sys.stderr)
         return EXIT_PARTIAL
     if args.json:
-        print(orjson.dumps([exported(r) for r in records], option=orjson.OPT_INDENT_2).decode())
+        shown = [shown_record(r) for r in records]
+        print(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
     else:
         print("\n\n".join(full(record) for record in records))
     return EXIT_OK
@@ -203,12 +202,9 @@ async def cmd_purge(settings: CronSettings, args: argparse.Namespace) -> int:
 
     async def purge(connection: AbstractRobustConnection, names: Names) -> Tally:
         # Each record removed is written to the run history as it goes.
-        async with publishing(connection, names, settings, "purge") as history:
-
-            def gone(record: FailedRecord) -> None:
-                history.emit(record_event("purged", record))
-
-            return await purge_records(connection, names, select, limit, bar, export, gone)
+        return await purge_recorded(
+            connection, settings, select, limit, progress=bar, export=export
+        )
 
     tally = await _with_connection(settings, purge)
     bar.close()

@@ -4,7 +4,8 @@
 Read over AMQP only (no management plugin). The age is that of the head message, counted
 from the latest time it carries (dead-lettering, failure, replay or schedule time), so it is
 approximate. AMQP cannot list queues: the retry queues shown are those of the CRON_* default
-plan, of ``--plan KEY`` and of every plan in the history of a failed task.
+plan, of ``--plan KEY`` and of every plan in the history of a failed task; the delay levels
+are shown when they hold delayed tasks.
 """
 
 from __future__ import annotations
@@ -12,36 +13,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned
-from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect
-from topology.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from topology.broker.depths import QueueRow, failed_plan_keys, queue_rows
+from topology.broker.inspect import counts
 from topology.durations import for_people
 from topology.errors import BrokerUnavailable, PlanError, SettingsError
-from topology.headers import H_ROUTING_KEY, text
-from topology.names import FINAL_KEY, Names
+from topology.names import Names
 from topology.plan import RetryPlan, format_delay
 from topology.runtime.settings import CronSettings, load_settings
-
-#: Failed records read to find the retry queues of older plans.
-SCAN_LIMIT = 5000
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRow:
-    """One line of the report."""
-
-    queue: str
-    role: str
-    messages: int | None
-    consumers: int | None
-    oldest_seconds: float | None
-    ttl_ms: int | None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -67,28 +52,6 @@ def human_age(seconds: float | None) -> str:
     return "-" if seconds is None else for_people(int(seconds), parts=2)
 
 
-async def failed_plan_keys(connection: AbstractConnection, names: Names) -> set[str]:
-    """Plans named in the history of the failed records (read, never removed)."""
-    keys: set[str] = set()
-    async with holding(connection, names.failed_queue) as held:
-        async for message in held.messages(SCAN_LIMIT):
-            keys |= retry_keys(message.headers, names)
-            routing = text((message.headers or {}).get(H_ROUTING_KEY, ""))
-            keys |= {routing} if routing and routing != FINAL_KEY else set()
-    return keys
-
-
-async def row(
-    connection: AbstractConnection, name: str, role: str, ttl_ms: int | None, look: bool
-) -> QueueRow | None:
-    """The row of one queue, or None when it does not exist."""
-    found = await counts(connection, name)
-    if found is None:
-        return None
-    age = await peek(connection, name, age_seconds) if look and found[0] else None
-    return QueueRow(name, role, found[0], found[1], age, ttl_ms)
-
-
 async def report(settings: CronSettings, extra_plans: list[str]) -> list[QueueRow]:
     """Rows for the main, retry, failed and monitor queues that exist."""
     names = Names(settings.namespace)
@@ -97,18 +60,7 @@ async def report(settings: CronSettings, extra_plans: list[str]) -> list[QueueRo
         keys = {settings.default_plan().key, *extra_plans}
         if await counts(connection, names.failed_queue) is not None:
             keys |= await failed_plan_keys(connection, names)
-        # On quorum queues each look at the head counts toward CRON_DELIVERY_LIMIT, and the
-        # main queue has a DLX: looking must not move a task on.
-        look_main = settings.queue_type == "classic"
-        planned: list[tuple[str, str, int | None, bool]] = [
-            (names.main_queue, "main", None, look_main)
-        ]
-        for key, ttl in sorted(plan_queues(keys).items(), key=lambda item: item[1]):
-            planned.append((names.retry_queue(key), "retry", ttl, True))
-        planned += [(names.failed_queue, "failed", None, True)]
-        planned += [(names.monitor_queue, "monitor", None, True)]
-        rows = [await row(connection, *spec) for spec in planned]
-    return [r for r in rows if r is not None]
+        return await queue_rows(connection, names, settings.queue_type, keys)
 
 
 def table(rows: list[QueueRow]) -> str:

@@ -21,19 +21,19 @@ import orjson
 from _cli import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from aio_pika.abc import AbstractConnection
 
-from topology.broker.connect import connect, publish_channel
-from topology.declare import declare_topology
+from topology.broker.connect import connect
 from topology.envelope import utcnow
 from topology.errors import (
     ScheduleError,
     SettingsError,
 )
-from topology.history.events import event, fire_event, who
+from topology.history.events import who
 from topology.history.publisher import HistoryPublisher, publishing
 from topology.names import Names
-from topology.publish import TaskPublisher
 from topology.runtime.settings import CronSettings, load_settings
-from topology.schedules.control import Pause, read_pauses, send_command
+from topology.schedules import commands
+from topology.schedules.commands import describe
+from topology.schedules.control import Pause, read_pauses
 from topology.schedules.load import Schedule, ScheduleSet, load_schedules
 from topology.schedules.timing import utc_text
 
@@ -115,24 +115,10 @@ def validate(args: argparse.Namespace, context: Context) -> None:
 
 async def cmd_trigger(context: Context, args: argparse.Namespace) -> int:
     """Publish one run of the schedule now, with its envelope and plan."""
-    schedule, now = context.pick(args.name), utcnow()
-    envelope = schedule.envelope(now, run_id=schedule.manual_run_id(now))
+    schedule = context.pick(args.name)
     async with context.broker() as (connection, history):
-        channel = await publish_channel(connection)
-        topology = await declare_topology(channel, context.names, context.settings)
-        tasks = TaskPublisher(channel, topology.tasks, context.names, context.settings.queue_type)
-        await tasks.publish(envelope, schedule.plan)
-        history.emit(
-            fire_event(
-                "triggered",
-                schedule,
-                envelope.run_id,
-                utc_text(now),
-                plan=schedule.routing_key,
-                by=who(),
-            )
-        )
-    print(envelope.run_id)
+        run_id = await commands.trigger(connection, context.settings, schedule, history, who())
+    print(run_id)
     return EXIT_OK
 
 
@@ -140,14 +126,13 @@ async def cmd_pause(context: Context, args: argparse.Namespace) -> int:
     """Pause the schedule, unless it is paused already."""
     name = context.pick(args.name).name
     async with context.broker() as (connection, history):
-        pause = (await read_pauses(connection, context.names)).get(name)
-        if pause is not None:
-            print(f"{name} is already paused: {describe(pause)}; nothing sent")
-            return EXIT_OK
-        command = event("paused", schedule=name, by=who(), reason=args.reason.strip())
-        await send_command(connection, context.names, command)
-        history.emit(command)
-    print(f"paused {name}: its fires are skipped until it is resumed")
+        already = await commands.pause(
+            connection, context.names, name, history, who(), args.reason.strip()
+        )
+    if already is not None:
+        print(f"{name} is already paused: {describe(already)}; nothing sent")
+    else:
+        print(f"paused {name}: its fires are skipped until it is resumed")
     return EXIT_OK
 
 
@@ -155,20 +140,15 @@ async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
     """Resume the schedule, unless it is not paused."""
     schedule = context.pick(args.name)
     async with context.broker() as (connection, history):
-        if schedule.name not in await read_pauses(connection, context.names):
-            print(f"{schedule.name} is not paused; nothing sent")
-            return EXIT_OK
-        command = event("resumed", schedule=schedule.name, by=who(), catch_up=args.catch_up)
-        await send_command(connection, context.names, command)
-        history.emit(command)
+        resumed = await commands.resume(
+            connection, context.names, schedule.name, history, who(), catch_up=args.catch_up
+        )
+    if not resumed:
+        print(f"{schedule.name} is not paused; nothing sent")
+        return EXIT_OK
     missed = f"published under catch_up = {schedule.spec.catch_up}" if args.catch_up else "not run"
     print(f"resumed {schedule.name}: fires missed while paused are {missed}")
     return EXIT_OK
-
-
-def describe(pause: Pause) -> str:
-    """``since <time> by <who>: <reason>``."""
-    return f"since {utc_text(pause.since)} by {pause.by}: {pause.reason}"
 
 
 def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:

@@ -14,24 +14,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import orjson
 from _cli import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
 
 from topology.broker.connect import connect
-from topology.durations import for_people
+from topology.durations import relative
 from topology.envelope import utcnow
 from topology.errors import ScheduleError, SettingsError
 from topology.history.snapshot import current_status
-from topology.history.status import ScheduleState, StatusFold
+from topology.history.status import StatusFold
 from topology.names import Names
 from topology.runtime.settings import CronSettings, load_settings
 from topology.schedules.control import Pause, read_pauses
-from topology.schedules.load import Schedule, ScheduleSet, load_schedules
-from topology.schedules.timing import utc_text
+from topology.schedules.load import ScheduleSet, load_schedules
+from topology.schedules.status import StatusRow, status_rows
 
 HEAD = (
     "NAME",
@@ -52,31 +50,6 @@ NO_FOLD = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class StatusRow:
-    """One schedule's status; times in UTC, None where there is none."""
-
-    name: str
-    schedule: str
-    paused: bool
-    last_fire_at: datetime | None
-    last_outcome: str | None
-    last_success_at: datetime | None
-    last_failure_at: datetime | None
-    next_fire_at: datetime | None
-    retrying: int
-    failed_records: int
-    expect_success_within: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The row as JSON values, times as ``2026-01-31T02:30:00Z``."""
-        values = (getattr(self, key) for key in self.__slots__)
-        return {
-            key: utc_text(value) if isinstance(value, datetime) else value
-            for key, value in zip(self.__slots__, values, strict=True)
-        }
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line of the script."""
     parser = argparse.ArgumentParser(
@@ -87,58 +60,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", action="store_true", help="a JSON array, for machines")
     return parser.parse_args(argv)
-
-
-def fires_when(schedule: Schedule) -> str:
-    """How a schedule fires, as written in the file: its cron (and zone) or its interval."""
-    spec = schedule.spec
-    if spec.cron is None:
-        return f"every {spec.every}"
-    return f"{spec.cron} ({spec.timezone})" if spec.timezone else spec.cron
-
-
-def status_row(
-    schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
-) -> StatusRow:
-    """The row of one schedule."""
-    return StatusRow(
-        schedule.name,
-        fires_when(schedule),
-        paused,
-        state.last_fire_at,
-        state.last_outcome,
-        state.last_success_at,
-        state.last_failure_at,
-        None if paused else schedule.next_fire(now),
-        *counts,
-        schedule.spec.expect_success_within,
-    )
-
-
-def status_rows(
-    schedules: ScheduleSet, fold: StatusFold, pauses: dict[str, Pause], now: datetime
-) -> list[StatusRow]:
-    """A row per schedule of the file, in file order."""
-    counts, blank = fold.counts(), ScheduleState()
-    return [
-        status_row(
-            schedule,
-            fold.schedules.get(schedule.name, blank),
-            counts.get(schedule.name, (0, 0)),
-            schedule.name in pauses,
-            now,
-        )
-        for schedule in schedules.schedules
-    ]
-
-
-def relative(moment: datetime | None, now: datetime) -> str:
-    """``3m ago``, ``in 2h5m``; ``-`` for none."""
-    if moment is None:
-        return "-"
-    seconds = (moment - now).total_seconds()
-    spelled = for_people(int(abs(seconds)), parts=2)
-    return f"in {spelled}" if seconds > 0 else f"{spelled} ago"
 
 
 def table(rows: list[StatusRow], now: datetime) -> str:

@@ -1,16 +1,51 @@
 #!/usr/bin/env bash
 # Install the project with its test extras into .venv, then lint, type-check and run every test.
+#   scripts/test.sh [pytest args]               on the broker at CRON_AMQP_URL (or localhost)
+#   scripts/test.sh --rabbitmq4 [pytest args]   the tests again on a private RabbitMQ 4.0 node,
+#       fault tests' nodes included (needs root: builds and caches a Debian trixie root once)
+# The cluster tests (three more nodes, some minutes) run after the rest, in one process, where
+# WARREN_TEST_CLUSTER=1.
 set -euo pipefail
 # shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 
 ensure_venv "[test]"
+tests=("$VENV/bin/pytest" -n "${WARREN_TEST_PROCESSES:-3}" --dist worksteal -m "not cluster")
+
+cluster_tests() {  # one process: a cluster is three nodes, one is enough on two cores
+    if [ "${WARREN_TEST_CLUSTER:-0}" = 1 ]; then
+        echo "== pytest -m cluster (RabbitMQ ${WARREN_RABBITMQ:-3})"
+        "$VENV/bin/pytest" -m cluster "$@" || [ $? = 5 ]  # 5: the caller's args chose none
+    fi
+}
+
+if [ "${1:-}" = "--rabbitmq4" ]; then
+    shift
+    echo "== pytest on RabbitMQ 4.0"
+    "$VENV/bin/python" scripts/private_node.py --rabbitmq 4 -- "${tests[@]}" "$@"
+    WARREN_RABBITMQ=4 cluster_tests "$@"
+    exit 0
+fi
 if ! ensure_broker; then
     echo "the broker tests will try CRON_TEST_AMQP_URL or testcontainers" >&2
+fi
+# The dashboard's browser tests drive Debian's Chromium (Playwright cannot download its own
+# browser everywhere): install it where we may, else say what is missing and stop.
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing chromium for the dashboard's browser tests (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "the dashboard's browser tests need Chromium at /usr/bin/chromium:" >&2
+        echo "  sudo apt-get install -y chromium   (Debian, Ubuntu), then run scripts/test.sh again" >&2
+        exit 1
+    fi
 fi
 echo "== ruff";   "$VENV/bin/ruff" check .
 echo "== mypy";   "$VENV/bin/mypy" topology worker scheduler scripts tests examples
 # Most tests wait on the broker, not the CPU: three processes keep two cores busy, and
 # work-stealing keeps the long fault tests from queueing behind one another.
-echo "== pytest"; "$VENV/bin/pytest" -n "${WARREN_TEST_PROCESSES:-3}" --dist worksteal "$@"
+echo "== pytest"
+"${tests[@]}" "$@"
+cluster_tests "$@"

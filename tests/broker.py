@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from urllib.parse import urlsplit
 
-import aio_pika
+from topology.broker.exclusive import plain_connection
+from topology.runtime.settings import CronSettings
 
 LOCAL_URL = "amqp://guest:guest@127.0.0.1:5672/"
 
@@ -57,8 +58,11 @@ def local_names(prefix: str, kind: str) -> list[str] | None:
 
 
 async def delete_all(url: str, queues: list[str], exchanges: list[str]) -> None:
-    """Delete queues and exchanges, ignoring those that are already gone."""
-    connection = await aio_pika.connect(url)
+    """Delete queues and exchanges, ignoring those that are already gone.
+
+    ``url`` may list a cluster's nodes: the first answering one is used.
+    """
+    connection = await plain_connection(CronSettings(amqp_url=url), "test-cleanup", 10)
     async with connection:
         for name in queues:
             channel = await connection.channel()

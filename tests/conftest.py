@@ -13,17 +13,22 @@ from typing import Any, Literal, Protocol, TypeVar
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
+from aiormq.exceptions import ChannelNotFoundEntity
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
 from chaoslib.waits import eventually
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
+from topology.client import Client
 from topology.declare import Topology, declare_topology
+from topology.delay import delay_objects
+from topology.names import FINAL_KEY
 from topology.plan import RetryPlan
 from topology.runtime.service import Service
 from topology.schedules.load import Schedule
 from worker.consumer import Worker
+from worker.http import HttpHandler, http_options, new_session
 from worker.monitor import Monitor, MonitorSettings
 from worker.registry import Registry
 from worker.settings import WorkerSettings
@@ -143,7 +148,21 @@ class TestBroker(BrokerNamespace):
         queues += [names.history_stream, names.control_stream, names.status_queue]
         queues += [names.retry_queue(key) for key in self.plan_keys]
         exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
+        if await self.delayed():
+            delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
+            queues += delay_queues
+            exchanges += delay_exchanges
         await delete_all(self.url, queues, exchanges)
+
+    async def delayed(self) -> bool:
+        """True when something declared the namespace's delay levels."""
+        async with await aio_pika.connect(self.url) as connection:
+            channel = await connection.channel()
+            try:
+                await channel.declare_exchange(self.names.delay_deliver_exchange, passive=True)
+            except ChannelNotFoundEntity:
+                return False
+            return True
 
 
 Node = Literal["shared", "private"]
@@ -179,6 +198,15 @@ async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[Te
             private.start()  # a test that stopped it leaves it running for the clean-up
         await connection.close()
         await test_broker.cleanup()
+
+
+@pytest.fixture
+async def client(broker: TestBroker) -> AsyncIterator[Client]:
+    """A client on the test's namespace; its default plan's queues are deleted afterwards."""
+    settings = broker.settings()
+    broker.plan_keys.update(step.key for step in settings.default_plan().suffixes())
+    async with Client(settings) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -323,3 +351,18 @@ def private_broker(private_node: PrivateBroker) -> Iterator[PrivateBroker]:
     yield private_node
     private_node.thaw()
     private_node.start()
+
+
+@pytest.fixture
+async def http_handler() -> AsyncIterator[Callable[..., HttpHandler]]:
+    """Makes http handlers as a worker with these settings has; sessions closed afterwards."""
+    sessions = []
+
+    def make(**settings: Any) -> HttpHandler:
+        options = http_options(WorkerSettings(**settings))
+        sessions.append(new_session(options.policy))
+        return HttpHandler(sessions[-1], options)
+
+    yield make
+    for session in sessions:
+        await session.close()

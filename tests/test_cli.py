@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aio_pika.exceptions import ChannelNotFoundEntity
 
 from tests.conftest import TestBroker, plan
-from tests.helpers import envelope, publish
+from tests.helpers import Recorder, envelope, publish, registry
 from tests.scheduling import env_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,12 +84,46 @@ async def test_enqueue_prints_the_run_id_of_a_confirmed_task(broker: TestBroker)
     assert message.headers["cron-run-id"] == run_id
 
 
+async def test_enqueue_with_a_delay_runs_the_task_that_much_later(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """``--delay 5s`` prints a run id at once; the task starts 5 s later, within a second."""
+    recorder = Recorder()
+    await run_worker(registry(noop=recorder))
+    broker.plan_keys.update(step.key for step in broker.settings().default_plan().suffixes())
+    before = time.monotonic()
+    result = await asyncio.to_thread(
+        run, ["scripts/enqueue.py", "noop", "--delay", "5s"], env_for(broker)
+    )
+    after = time.monotonic()
+    assert result.returncode == 0, result.stderr
+    await recorder.wait_calls(1, timeout=15)
+    [(started, ctx)] = recorder.calls
+    assert ctx.run_id == result.stdout.strip() and ctx.attempt == 1
+    assert before + 5 <= started < after + 5 + 1
+
+
+async def test_enqueue_at_a_time_in_the_past_runs_now(broker: TestBroker) -> None:
+    """``--at`` before now publishes straight to the workers, with its plan as routing key."""
+    default = broker.settings().default_plan()
+    broker.plan_keys.update(step.key for step in default.suffixes())
+    args = ["scripts/enqueue.py", "noop", "--at", "2020-01-01T00:00:00Z"]
+    result = await asyncio.to_thread(run, args, env_for(broker))
+    assert result.returncode == 0, result.stderr
+    [message] = await broker.get_all(broker.names.main_queue)
+    assert (message.message_id, message.routing_key) == (result.stdout.strip(), default.key)
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [
         (["noop", "--payload", "{bad"], "not valid JSON"),
         (["noop", "--frobnicate"], "unrecognized"),
         (["noop", "--multiplier", "0.1"], "--multiplier"),
+        (["noop", "--delay", "soon"], "no duration like 90s"),
+        (["noop", "--at", "2030-01-01T09:00"], "has no time zone"),
+        (["noop", "--delay", "5s", "--at", "2030-01-01T09:00Z"], "not allowed with"),
+        (["noop", "--delay", "1m", "--ttl", "30s"], "before it is due"),
         ([], "required: task"),
     ],
 )
@@ -95,3 +131,15 @@ def test_enqueue_usage_errors_exit_2(args: list[str], why: str, tmp_path: Any) -
     """Bad JSON or an unknown option is a clear error and exit code 2."""
     result = run(["scripts/enqueue.py", *args], {**os.environ, "CRON_NAMESPACE": "unused"})
     assert result.returncode == 2 and why in result.stderr
+
+
+async def test_an_enqueue_refused_for_its_options_leaves_nothing_on_the_broker(
+    broker: TestBroker,
+) -> None:
+    """Options refused after parsing (a ttl that ends before the delay) declare no queue."""
+    env = {**os.environ, "CRON_NAMESPACE": broker.names.namespace, "CRON_AMQP_URL": broker.url}
+    args = ["scripts/enqueue.py", "noop", "--delay", "1m", "--ttl", "30s"]
+    result = await asyncio.to_thread(run, args, env)
+    assert result.returncode == 2 and "before it is due" in result.stderr
+    with pytest.raises(ChannelNotFoundEntity):
+        await broker.depth(broker.names.main_queue)

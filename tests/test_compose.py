@@ -6,6 +6,7 @@ import importlib.util
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import settings_doc
@@ -71,3 +72,47 @@ def test_compose_schedules_file_is_valid() -> None:
         "CRON_SCHEDULES_FILE"
     ].removeprefix("/app/")
     assert len(load_schedules(path, CronSettings()).schedules) >= 3
+
+
+def test_the_monitor_serves_the_dashboard_on_the_hosts_loopback_only() -> None:
+    """Compose turns the dashboard on, reachable from the host at 127.0.0.1:8088 and from
+    nowhere else, over the schedules the scheduler runs."""
+    monitor = COMPOSE["services"]["monitor"]
+    env = monitor["environment"]
+    port = env["CRON_DASHBOARD_PORT"]
+    assert int(port) > 0 and env["CRON_DASHBOARD_HOST"] == "0.0.0.0"
+    assert monitor["ports"] == [f"127.0.0.1:8088:{port}"]
+    scheduler_file = COMPOSE["services"]["scheduler"]["environment"]["CRON_SCHEDULES_FILE"]
+    assert env["CRON_SCHEDULES_FILE"] == scheduler_file
+    assert "CRON_DASHBOARD_TOKEN" not in env  # a secret belongs in .env, not in the file
+
+
+def rabbitmq_services() -> dict[str, Any]:
+    """The RabbitMQ nodes compose can run, the ``cluster`` profile's included."""
+    return {n: s for n, s in COMPOSE["services"].items() if "rabbitmq" in str(s.get("image"))}
+
+
+def test_the_cluster_profile_runs_three_joinable_nodes() -> None:
+    """Three nodes, own hostnames and data volumes, one cookie, one seed they join."""
+    nodes = rabbitmq_services()
+    assert len(nodes) == 3
+    assert [s.get("profiles") for s in nodes.values()].count(["cluster"]) == 2
+    assert len({s["hostname"] for s in nodes.values()}) == 3
+    assert len({s["volumes"][0].split(":")[0] for s in nodes.values()}) == 3
+    assert len({s["environment"]["RABBITMQ_ERLANG_COOKIE"] for s in nodes.values()}) == 1
+    conf = (ROOT / "examples/rabbitmq/cluster.conf").read_text()
+    seed = re.search(r"classic_config\.nodes\.1 = rabbit@(\S+)", conf)
+    assert seed is not None and seed.group(1) in {s["hostname"] for s in nodes.values()}
+    for service in nodes.values():
+        mount = "./examples/rabbitmq/cluster.conf:/etc/rabbitmq/conf.d/20-cluster.conf:ro"
+        assert mount in service["volumes"]
+
+
+@pytest.mark.parametrize("service", WARREN_SERVICES)
+def test_warren_services_are_given_every_node(service: str) -> None:
+    """CRON_AMQP_URL lists each RabbitMQ node of compose, the seed first, and parses."""
+    from topology.runtime.settings import CronSettings
+
+    url = COMPOSE["services"][service]["environment"]["CRON_AMQP_URL"]
+    hosts = [urlsplit(node).hostname for node in CronSettings(amqp_url=url).urls]
+    assert hosts == [s["hostname"] for s in rabbitmq_services().values()]

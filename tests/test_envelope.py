@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from topology.envelope import Envelope
 from topology.errors import MessageDecodeError
@@ -51,3 +52,13 @@ def test_invalid_bodies_raise_a_decode_error_that_says_why(body: bytes, why: str
     """Each kind of bad body is a MessageDecodeError naming the problem."""
     with pytest.raises(MessageDecodeError, match=why):
         Envelope.decode(body)
+
+
+def test_a_payload_that_is_no_json_is_refused_where_an_envelope_is_built() -> None:
+    """Built in code, the payload is checked in full: a value JSON cannot carry is refused
+    (a decoded body's payload is JSON already and is taken as parsed)."""
+    with pytest.raises(ValidationError, match="payload"):
+        Envelope(task="noop", run_id="r", scheduled_for=WHEN, payload={"at": WHEN})
+    nested = {"a": [1, 2.5, None, True, {"b": "c"}], "n": 2**63 - 1}
+    body = Envelope(task="noop", run_id="r", scheduled_for=WHEN, payload=nested).encode()
+    assert Envelope.decode(body).payload == nested

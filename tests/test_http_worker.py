@@ -8,8 +8,10 @@ import pytest
 from chaoslib.waits import eventually
 
 from tests.conftest import TestBroker, plan
-from tests.helpers import envelope, publish
-from tests.webhook import Endpoint, serve
+from tests.failed_records import run_script
+from tests.helpers import envelope, publish, wait_history
+from tests.test_history import of_type
+from tests.webhook import Endpoint, bodies, serve
 
 pytestmark = pytest.mark.broker
 
@@ -43,3 +45,37 @@ async def test_a_503_is_retried_and_the_attempt_header_counts_up(
     assert attempts == ["1", "2", "3"]
     assert {headers["X-Cron-Run-Id"] for _, headers, _ in endpoint.requests} == {env.run_id}
     assert await broker.depth(broker.names.failed_queue) == 0
+
+
+SECRET = "Bearer s3cr3t-literal"
+
+
+async def test_a_denied_destination_fails_once_and_its_reason_shows_everywhere(
+    broker: TestBroker, run_worker: Any, run_monitor: Any
+) -> None:
+    """Nothing sent; failure record, history and alert say ``destination-denied``; ``failed.py
+    show`` and the alert never show the literal Authorization, the stored record keeps it."""
+    with (
+        serve(Endpoint(), host="127.0.0.2") as denied,
+        serve(Endpoint()) as alerts,
+    ):
+        await run_monitor(alert_webhook_url=alerts.url)
+        await run_worker(http_deny="127.0.0.2/32")
+        payload = {"url": denied.url, "headers": {"Authorization": SECRET, "X-Ref": {"env": "A"}}}
+        env = envelope("http", payload)
+        await publish(broker, env, plan(50, 50))
+        events = await wait_history(broker, lambda e: bool(of_type(e, "failed")), "a failure")
+        await eventually(lambda: len(alerts.requests) >= 1)
+    assert denied.requests == []
+    [record] = await broker.get_all(broker.names.failed_queue)
+    assert record.headers["cron-reason"] == "destination-denied"
+    assert SECRET.encode() in record.body, "kept for a replay"
+    assert [e.get("reason") for e in of_type(events, "attempt")] == ["destination-denied"]
+    [alert] = bodies(alerts)
+    assert alert["reason"] == "destination-denied" and "s3cr3t" not in str(alerts.requests)
+    await broker.wait_depth(broker.names.failed_queue, 1)
+    for args in ((), ("--json",)):
+        shown = run_script(broker, "failed.py", "show", env.run_id, *args)
+        assert shown.returncode == 0, shown.stderr
+        assert "s3cr3t" not in shown.stdout and "***" in shown.stdout
+        assert '"env": "A"' in shown.stdout or '\\"env\\":\\"A\\"' in shown.stdout

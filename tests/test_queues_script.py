@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import TestBroker, plan
 from tests.failed_records import json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish
+from topology.client import Client
 from worker.registry import Registry
 
 pytestmark = pytest.mark.broker
@@ -34,6 +35,17 @@ async def test_every_queue_is_shown_with_depth_consumers_and_age(broker: TestBro
     assert by_queue[names.failed_queue]["messages"] == 2
     assert by_queue[names.failed_queue]["oldest_seconds"] < 60
     assert await broker.depth(names.retry_queue("1m-2m")) == 1  # looking took nothing
+
+
+async def test_delay_levels_holding_tasks_are_shown(broker: TestBroker, client: Client) -> None:
+    """A task delayed an hour waits in level 11 (2^11 s), its highest bit; empty levels are
+    left out."""
+    await client.enqueue("job", delay=3600)
+    rows = json_out(run_script(broker, "queues.py", "--json"))
+    delayed = [row for row in rows if row["role"] == "delayed"]
+    assert [(row["queue"], row["messages"], row["ttl_ms"]) for row in delayed] == [
+        (broker.names.delay_level(11), 1, 2048_000)
+    ]
 
 
 async def test_retry_queues_of_older_plans_are_found_in_failed_records(

@@ -17,7 +17,7 @@ def test_defaults_give_three_retries_of_thirty_seconds_doubling(
         monkeypatch.delenv(name, raising=False)
     settings = load_settings(CronSettings)
     assert settings.default_plan().key == "30s-1m-2m"
-    assert settings.url == "amqp://guest:guest@localhost:5672/"
+    assert settings.urls == ["amqp://guest:guest@localhost:5672/"]
 
 
 def test_retry_knobs_are_read_from_their_variables(monkeypatch: pytest.MonkeyPatch) -> None:

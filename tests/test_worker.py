@@ -161,7 +161,7 @@ async def test_expired_deadline_is_terminal(broker: TestBroker, run_worker: Any)
     past = envelope("job").scheduled_for.replace(year=2020)
     await publish(broker, envelope("job", deadline=past), plan(50))
     [record] = await failed_records(broker, 1)
-    assert record.headers["cron-reason"] == "deadline-expired" and recorder.calls == []
+    assert record.headers["cron-reason"] == "expired" and recorder.calls == []
 
 
 async def test_async_and_sync_handlers_are_stopped_by_the_timeout(

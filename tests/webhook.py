@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,14 @@ class Endpoint:
     statuses: list[int] = field(default_factory=lambda: [200])
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     url: str = ""
+    #: Method and client port of each request, in the order of ``requests``.
+    calls: list[tuple[str, int]] = field(default_factory=list)
+    #: Sent as ``Location`` with every answer (a redirect, with a 3xx status).
+    location: str | None = None
+    #: Seconds to wait before answering.
+    delay: float = 0.0
+    #: Keep connections open between requests (HTTP/1.1), as most services do.
+    keep_alive: bool = False
 
     def next_status(self) -> int:
         """The scripted status for this request; the last one repeats."""
@@ -27,24 +36,34 @@ class Endpoint:
 
 
 @contextmanager
-def serve(endpoint: Endpoint) -> Iterator[Endpoint]:
-    """Run the endpoint on a free loopback port for the duration of the block."""
+def serve(endpoint: Endpoint, host: str = "127.0.0.1") -> Iterator[Endpoint]:
+    """Run the endpoint on a free port of loopback address ``host`` for the block."""
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if endpoint.keep_alive else "HTTP/1.0"
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             endpoint.requests.append((self.path, dict(self.headers.items()), body))
+            endpoint.calls.append((self.command, self.client_address[1]))
             status = endpoint.next_status()
+            time.sleep(endpoint.delay)
             self.send_response(status)
-            self.send_header("Content-Length", "9")
+            if endpoint.location is not None:
+                self.send_header("Location", endpoint.location)
+            # A 204 has no body by definition; every other answer says the same few bytes.
+            answer = b"" if status == 204 else b"not here!"
+            self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
-            self.wfile.write(b"not here!")
+            self.wfile.write(answer)
+
+        do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    endpoint.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = ThreadingHTTPServer((host, 0), Handler)
+    endpoint.url = f"http://{host}:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

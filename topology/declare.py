@@ -56,12 +56,17 @@ def queue_arguments(
     delivery_limit: int | None = None,
     max_length: int | None = None,
     expires_ms: int | None = None,
+    reject_overflow: bool = False,
 ) -> dict[str, Any]:
     """Arguments of one durable queue; the only place queue arguments are built."""
     args: dict[str, Any] = {"x-queue-type": queue_type}
     if max_length is not None:
-        # Overflow drops the oldest message: a new one replaces it in one confirmed publish.
+        # Overflow drops the oldest message unless ``reject_overflow``: a new one replaces it
+        # in one confirmed publish.
         args["x-max-length"] = max_length
+    if reject_overflow:
+        # A full queue refuses the publish (a nack): the publisher learns it was not stored.
+        args["x-overflow"] = "reject-publish"
     if ttl_ms is not None:
         args["x-message-ttl"] = ttl_ms
     if expires_ms is not None:
@@ -91,7 +96,8 @@ class Topology:
     monitor: AbstractQueue
 
 
-async def _queue(channel: AbstractChannel, name: str, args: dict[str, Any]) -> AbstractQueue:
+async def durable_queue(channel: AbstractChannel, name: str, args: dict[str, Any]) -> AbstractQueue:
+    """Declare a durable queue, or raise ``TopologyError`` when it exists with other arguments."""
     try:
         return await channel.declare_queue(name, durable=True, arguments=args)
     except ChannelPreconditionFailed as error:
@@ -127,11 +133,11 @@ async def declare_topology(
     main_args = queue_arguments(
         queue_type, dead_letter_exchange=names.dlx, delivery_limit=settings.delivery_limit
     )
-    main = await _queue(channel, names.main_queue, main_args)
+    main = await durable_queue(channel, names.main_queue, main_args)
     await main.bind(tasks, "#")
     kept_args = queue_arguments(queue_type, delivery_limit=UNLIMITED_DELIVERIES)
-    failed = await _queue(channel, names.failed_queue, kept_args)
-    monitor = await _queue(channel, names.monitor_queue, kept_args)
+    failed = await durable_queue(channel, names.failed_queue, kept_args)
+    monitor = await durable_queue(channel, names.monitor_queue, kept_args)
     for queue in (failed, monitor):
         for key in (FINAL_KEY, FAILED_KEY):
             await queue.bind(dlx, key)
@@ -163,5 +169,5 @@ class PlanDeclarer:
             dead_letter_key=step.rest().key,
             delivery_limit=UNLIMITED_DELIVERIES,  # the monitor peeks at the head
         )
-        queue = await _queue(self._channel, self._names.retry_queue(step.key), args)
+        queue = await durable_queue(self._channel, self._names.retry_queue(step.key), args)
         await queue.bind(self._names.dlx, step.key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from datetime import datetime
 
 #: Milliseconds per unit; "ms" comes first so that "500ms" is not read as minutes.
 UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -52,3 +53,12 @@ def for_people(seconds: float, parts: int | None = None) -> str:
     if rest:
         spelled.append(f"{round(rest, 3):g}s")
     return "".join(spelled[:parts])
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """``3m ago``, ``in 2h5m``; ``-`` for none."""
+    if moment is None:
+        return "-"
+    seconds = (moment - now).total_seconds()
+    spelled = for_people(int(abs(seconds)), parts=2)
+    return f"in {spelled}" if seconds > 0 else f"{spelled} ago"

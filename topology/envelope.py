@@ -7,10 +7,11 @@ from typing import Any, Literal
 from uuid import uuid4
 
 import orjson
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from topology.errors import MessageDecodeError, validation_problems
 from topology.headers import H_RUN_ID, H_SCHEDULE
+from topology.jsonvalue import DECODED, Json
 
 CONTENT_TYPE = "application/json"
 
@@ -21,7 +22,7 @@ class Envelope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     task: str = Field(min_length=1, max_length=200)
-    payload: JsonValue = None
+    payload: Json = None
     run_id: str = Field(min_length=1, max_length=500)
     schedule: str | None = None
     scheduled_for: AwareDatetime
@@ -44,7 +45,7 @@ class Envelope(BaseModel):
         if not isinstance(data, dict):
             raise MessageDecodeError(f"body must be a JSON object, got {type(data).__name__}")
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context=DECODED)
         except ValidationError as error:
             problems = "; ".join(validation_problems(error, whole="body"))
             raise MessageDecodeError(f"invalid task envelope: {problems}") from None

@@ -8,6 +8,7 @@
      │    ├── ScheduleError        the schedules file (a line per schedule and field)
      │    ├── TimingError          a cron expression, time zone or interval
      │    ├── PlanError            a retry plan or routing key
+     │    ├── EnqueueError         arguments of an enqueue (a naive time, a ttl before due)
      │    └── HandlerImportError   a module of CRON_HANDLER_MODULES
      ├── BrokerError              RabbitMQ: the process exits 3
      │    ├── BrokerUnavailable    not reachable at start
@@ -16,6 +17,11 @@
      └── TaskError                raised by handlers to say how an attempt failed
           ├── RetryableError       try again while the plan allows
           └── PermanentError       no retry can help: straight to the failed queue
+               ├── DestinationDenied   the http task's destination is refused by policy
+               └── SecretUnavailable   a secret a header names cannot be read
+
+Each ``TaskError`` class names the ``reason`` its failures are recorded with (failure records,
+history events, the ``reason`` label of metrics).
 
 Any other exception a handler raises counts as retryable.
 
@@ -26,6 +32,7 @@ is the one family of them that loops catch to reconnect or retry, instead of cra
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from aiormq.exceptions import AMQPConnectionError, AMQPError, ChannelInvalidStateError
 from pydantic import ValidationError
@@ -64,6 +71,10 @@ class PlanError(ConfigError):
     """A retry plan or routing key that cannot be used."""
 
 
+class EnqueueError(ConfigError):
+    """An enqueue whose arguments cannot work; the message names the argument."""
+
+
 class HandlerImportError(ConfigError):
     """A module listed in ``CRON_HANDLER_MODULES`` could not be imported."""
 
@@ -87,6 +98,9 @@ class MessageDecodeError(WarrenError, ValueError):
 class TaskError(WarrenError):
     """Base of the errors a handler may raise on purpose."""
 
+    #: The reason a failed attempt is recorded with.
+    reason: ClassVar[str] = "exception"
+
 
 class RetryableError(TaskError):
     """A failure that may pass on a later attempt (a 503, a timeout, a lost connection)."""
@@ -94,6 +108,20 @@ class RetryableError(TaskError):
 
 class PermanentError(TaskError):
     """A failure that no retry can fix (bad input, a 404): the task fails at once."""
+
+    reason: ClassVar[str] = "permanent-error"
+
+
+class DestinationDenied(PermanentError):
+    """The http task's host or address is refused by CRON_HTTP_ALLOW / CRON_HTTP_DENY."""
+
+    reason: ClassVar[str] = "destination-denied"
+
+
+class SecretUnavailable(PermanentError):
+    """A ``{ env = ... }`` or ``{ file = ... }`` reference that cannot be resolved here."""
+
+    reason: ClassVar[str] = "secret-unavailable"
 
 
 def _dotted(loc: Loc) -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 FINAL_KEY = "final"
 #: Routing key of failure records the worker publishes itself.
 FAILED_KEY = "failed"
+#: Delay levels: level n holds a message 2^n s, so 28 of them reach 2^28 - 1 s (~8.5 years).
+DELAY_LEVELS = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,34 @@ class Names:
     def status_queue(self) -> str:
         """One-message queue holding the monitor's fold of the history, per schedule."""
         return f"{self.namespace}_status"
+
+    @property
+    def delay_prefix(self) -> str:
+        """Common prefix of the delay levels' exchanges and queues (``topology/delay.py``)."""
+        return f"{self.namespace}_delay."
+
+    def delay_level(self, level: int) -> str:
+        """Exchange and queue of delay level ``level``: the queue holds messages 2^level s."""
+        return f"{self.delay_prefix}{level}"
+
+    @property
+    def delay_exchange(self) -> str:
+        """Where delayed tasks are published: the exchange of the highest delay level."""
+        return self.delay_level(DELAY_LEVELS - 1)
+
+    @property
+    def delay_deliver_exchange(self) -> str:
+        """Topic exchange that due tasks leave the delay levels by."""
+        return f"{self.delay_prefix}deliver"
+
+    def delay_landing(self, plan_key: str) -> str:
+        """Queue giving a due task its retry plan back as routing key, on its way to the main
+        queue."""
+        return f"{self.delay_prefix}land.{plan_key}"
+
+    def key_queue(self, digest: str) -> str:
+        """One-message queue recording that an idempotency key was used (``topology/client``)."""
+        return f"{self.namespace}_key.{digest}"
 
     def lock_queue(self, schedule: str) -> str:
         """Exclusive queue held by a running attempt of ``schedule``."""

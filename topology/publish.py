@@ -1,4 +1,5 @@
-"""Publish task envelopes: plan declared first, persistent, mandatory, confirmed."""
+"""Publish task envelopes: plan declared first, persistent, mandatory, confirmed; now, or
+through the delay levels (``topology/delay.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
 
 from topology.declare import PlanDeclarer, QueueType
-from topology.envelope import CONTENT_TYPE, Envelope
+from topology.delay import DelayDeclarer, delay_key, seconds_until
+from topology.envelope import CONTENT_TYPE, Envelope, utcnow
 from topology.names import Names
 from topology.plan import RetryPlan
 
@@ -34,11 +36,32 @@ class TaskPublisher:
         exchange: AbstractExchange,
         names: Names,
         queue_type: QueueType,
+        delays: DelayDeclarer | None = None,
     ) -> None:
+        self._channel = channel
         self._exchange = exchange
+        self._names = names
         self._plans = PlanDeclarer(channel, names, queue_type)
+        self._delays = delays or DelayDeclarer(channel, names, queue_type)
+        self._levels: AbstractExchange | None = None
 
-    async def publish(self, envelope: Envelope, plan: RetryPlan) -> None:
-        """Publish once, returning only after the broker confirmed it; raise otherwise."""
+    async def publish(self, envelope: Envelope, plan: RetryPlan, delayed: bool = False) -> None:
+        """Publish once, returning only after the broker confirmed it; raise otherwise.
+
+        ``delayed``: the delay levels hold the task until its ``scheduled_for``.
+        """
         await self._plans.declare(plan)
-        await self._exchange.publish(task_message(envelope), plan.key, mandatory=True)
+        if delayed:
+            await self._delays.declare(plan)
+        # Counted after the declarations: the first ones of a process take a while.
+        hold = seconds_until(envelope.scheduled_for, utcnow()) if delayed else 0
+        if hold == 0:
+            await self._exchange.publish(task_message(envelope), plan.key, mandatory=True)
+            return
+        if self._levels is None:
+            self._levels = await self._channel.get_exchange(
+                self._names.delay_exchange, ensure=False
+            )
+        await self._levels.publish(
+            task_message(envelope), delay_key(hold, plan.key), mandatory=True
+        )

@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any
 
 from topology.envelope import Envelope, utcnow
-from topology.errors import PermanentError
+from topology.errors import PermanentError, TaskError
 from worker.context import TaskContext
 from worker.registry import Registered, Registry
 
@@ -37,6 +37,8 @@ class Result:
 
 
 SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
+#: Reason of a task not run, or not retried, because its deadline (or ttl) passed.
+EXPIRED = "expired"
 
 
 def describe(error: BaseException) -> str:
@@ -48,6 +50,9 @@ def describe(error: BaseException) -> str:
 async def call_handler(registered: Registered, payload: Any, ctx: TaskContext) -> Any:
     """Call a handler under the attempt's timeout and return what it returned; sync handlers
     run in a thread."""
+    if registered.times_itself:
+        # One timer per attempt, not two: at thousands of attempts a second, each costs.
+        return await registered.func(payload, ctx)  # type: ignore[misc]
     async with asyncio.timeout(ctx.timeout_seconds):
         if registered.is_async:
             return await registered.func(payload, ctx)  # type: ignore[misc]
@@ -73,13 +78,15 @@ async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) 
             f"(known: {known}); register it and list its module in CRON_HANDLER_MODULES",
         )
     if envelope.deadline is not None and utcnow() > envelope.deadline:
-        return Result(Outcome.TERMINAL, "deadline-expired", f"deadline {envelope.deadline} passed")
+        return Result(Outcome.TERMINAL, EXPIRED, f"not run: deadline {envelope.deadline} passed")
     try:
         returned = await call_handler(registered, envelope.payload, ctx)
     except PermanentError as error:
-        return Result(Outcome.TERMINAL, "permanent-error", describe(error), http_status(error))
+        return Result(Outcome.TERMINAL, error.reason, describe(error), http_status(error))
     except TimeoutError:
         return Result(Outcome.RETRYABLE, "timeout", f"attempt ran past {ctx.timeout_seconds}s")
+    except TaskError as error:
+        return Result(Outcome.RETRYABLE, error.reason, describe(error), http_status(error))
     except Exception as error:
         return Result(Outcome.RETRYABLE, "exception", describe(error), http_status(error))
     status = http_status(returned)

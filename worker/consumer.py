@@ -135,7 +135,7 @@ class Worker:
         await self._crashes.open(publish_conn)
         await self.history.start(publish_conn)
         stack.push_async_callback(self.history.close)
-        http = LazyHttp()
+        http = LazyHttp(self.settings)
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
         self._connection = consume_conn
@@ -190,7 +190,8 @@ class Worker:
             envelope, result = await self._checked_attempt(message, attempt, mark)
             self._running.discard(task)
             self._settling.add(task)
-            verdict = decide(result, message.routing_key)
+            deadline = envelope.deadline if envelope else None
+            verdict = decide(result, message.routing_key, deadline)
             run_id = envelope.run_id if envelope else message.message_id
             settled = await self._settle(message, verdict, attempt, run_id)
             seconds = time.monotonic() - started

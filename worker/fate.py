@@ -16,15 +16,17 @@ else in the next retry queue or, for an unknown plan, the DLX's alternate exchan
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import Enum
 
 import structlog
 from aio_pika.abc import AbstractExchange
 
+from topology.envelope import utcnow
 from topology.names import FAILED_KEY, FINAL_KEY
-from topology.plan import is_retry_key
+from topology.plan import RetryPlan, is_retry_key
 from topology.records import Failure, failure_record
-from worker.attempt import Outcome, Result
+from worker.attempt import EXPIRED, Outcome, Result
 from worker.delivery import Delivery
 
 log = structlog.get_logger("worker.fate")
@@ -59,8 +61,9 @@ class Verdict:
     error: str | None = None
 
 
-def decide(result: Result, routing_key: str) -> Verdict:
-    """Map an attempt's result and the message's remaining plan to an action."""
+def decide(result: Result, routing_key: str, deadline: datetime | None = None) -> Verdict:
+    """Map an attempt's result, the message's remaining plan and the task's deadline to an
+    action."""
     if result.outcome is Outcome.SUCCEEDED:
         return Verdict(Action.ACK, result.reason)
     if result.outcome in _OVERLAP:
@@ -72,7 +75,16 @@ def decide(result: Result, routing_key: str) -> Verdict:
     if not is_retry_key(routing_key):
         error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
         return Verdict(Action.FAIL, "invalid-retry-plan", error)
+    if deadline is not None and retry_starts(routing_key) > deadline:
+        error = f"the next retry would start after the deadline {deadline}; last error: "
+        return Verdict(Action.FAIL, EXPIRED, error + str(result.error))
     return Verdict(Action.RETRY, result.reason, result.error)
+
+
+def retry_starts(routing_key: str) -> datetime:
+    """When the next retry of a message with this remaining plan would start, at the soonest."""
+    delay_ms = RetryPlan.from_key(routing_key).delays_ms[0]
+    return utcnow() + timedelta(milliseconds=delay_ms)
 
 
 class Settler:

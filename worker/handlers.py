@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from worker.context import TaskContext
 from worker.registry import Registry, default_registry
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
     from worker.http import HttpHandler
+    from worker.settings import WorkerSettings
 
 
 async def noop(payload: Any, ctx: TaskContext) -> None:
@@ -18,28 +19,32 @@ async def noop(payload: Any, ctx: TaskContext) -> None:
 
 
 class LazyHttp:
-    """The ``http`` handler; httpx and its connection pool load on the first http task."""
+    """The ``http`` handler; aiohttp and its connection pool load on the first http task."""
 
-    def __init__(self) -> None:
-        self._client: httpx.AsyncClient | None = None
+    #: Each request is bounded by ``ctx.timeout_seconds`` (or the payload's shorter timeout)
+    #: from its connect to the last byte of its answer; the work before it does not wait.
+    times_itself: ClassVar[bool] = True
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self._settings = settings
+        self._session: aiohttp.ClientSession | None = None
         self._handler: HttpHandler | None = None
 
     async def __call__(self, payload: Any, ctx: TaskContext) -> dict[str, int]:
         """Call the webhook the payload names (see ``worker.http``)."""
         if self._handler is None:
-            # Deferred: a worker that never runs an http task starts without importing httpx.
-            import httpx
+            # Deferred: a worker that never runs an http task starts without importing aiohttp.
+            from worker.http import HttpHandler, http_options, new_session
 
-            from worker.http import HttpHandler
-
-            self._client = httpx.AsyncClient(follow_redirects=False)
-            self._handler = HttpHandler(self._client)
+            options = http_options(self._settings)
+            self._session = new_session(options.policy)
+            self._handler = HttpHandler(self._session, options)
         return await self._handler(payload, ctx)
 
     async def aclose(self) -> None:
         """Close the connection pool, if one was made."""
-        if self._client is not None:
-            await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
 
 
 def builtin_registry(http: LazyHttp) -> Registry:

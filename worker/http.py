@@ -1,21 +1,45 @@
 """The built-in ``http`` handler: call a webhook, map its status to the task's outcome.
 
 2xx succeeds; 408, 429, 5xx, network errors and timeouts are retried; 3xx and every other
-4xx fail at once with the status and a body excerpt.
+4xx fail at once with the status and a body excerpt. Redirects are never followed: the
+destination policy judged the URL the task names, not wherever a server points.
+
+One aiohttp ``ClientSession`` serves every http task of a worker: connections are kept alive
+and reused, no cookie is kept from one task to the next, and no proxy is taken from the
+environment (a proxy would be the address connected to, defeating the destination check).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from ipaddress import ip_address
+from typing import Any, ClassVar
 
-import httpx
+import aiohttp
+import orjson
+import structlog
+from yarl import URL
 
 from topology.errors import PermanentError, RetryableError
-from topology.webhook import HttpRequest, parse_request
+from topology.signing import SIGNATURE_HEADER, sign
+from topology.webhook import HttpRequest, SecretRef, parse_request
 from worker.context import TaskContext
+from worker.destinations import DestinationPolicy
+from worker.resolver import PolicyResolver
+from worker.secrets import SecretSources
+from worker.settings import WorkerSettings
 
+log = structlog.get_logger("worker.http")
 RETRYABLE_STATUSES = frozenset({408, 429})
+#: Where clouds serve instance credentials: a policy that permits these is worth a warning.
+METADATA = (ip_address("169.254.169.254"), ip_address("fd00:ec2::254"))
 EXCERPT_CHARS = 500
+#: A body up to this size is read to its end so that the connection can be reused; past it
+#: the connection is closed instead of reading on.
+DRAIN_BYTES = 65_536
+JSON_TYPE = {"Content-Type": "application/json"}
 
 
 class HttpStatusError(RetryableError):
@@ -34,52 +58,167 @@ class HttpStatusRejected(PermanentError):
         self.status = status
 
 
+class HttpTimeout(RetryableError):
+    """No complete answer within the attempt's timeout."""
+
+    reason: ClassVar[str] = "timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """What the worker's settings say about http tasks."""
+
+    policy: DestinationPolicy
+    secrets: SecretSources
+    signing_secret: str | None = None
+
+
+def http_options(settings: WorkerSettings) -> HttpOptions:
+    """The http task's options from the worker's settings."""
+    secret = settings.http_signing_secret
+    policy = settings.destination_policy()
+    exposed = [str(a) for a in METADATA if policy.permits("", a)]
+    if exposed:
+        log.warning(
+            "CRON_HTTP_DENY lets http tasks reach cloud metadata; add its default entries back",
+            reachable=exposed,
+        )
+    return HttpOptions(
+        policy,
+        SecretSources(settings.http_secret_dir, settings.http_secret_env),
+        None if secret is None else secret.get_secret_value(),
+    )
+
+
 def cron_headers(ctx: TaskContext) -> dict[str, str]:
     """Headers that let the endpoint deduplicate and see which attempt this is."""
     headers = {
         "X-Cron-Run-Id": ctx.run_id,
         "X-Cron-Attempt": str(ctx.attempt),
-        "X-Cron-Scheduled-For": ctx.scheduled_for.isoformat(),
+        "X-Cron-Scheduled-For": iso_time(ctx.scheduled_for),
     }
     if ctx.schedule is not None:
         headers["X-Cron-Schedule"] = ctx.schedule
     return headers
 
 
-def check_status(request: HttpRequest, response: httpx.Response) -> None:
+@lru_cache(maxsize=256)
+def iso_time(moment: datetime) -> str:
+    """``moment`` in ISO 8601; remembered, since the tasks of one fire share their time."""
+    return moment.isoformat()
+
+
+@lru_cache(maxsize=256)
+def client_timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """One request's timeout from its connect to the last byte of its answer (kept per value)."""
+    return aiohttp.ClientTimeout(total=seconds)
+
+
+def shown(url: URL) -> str:
+    """The URL for error texts: without user, password and query, where tokens hide."""
+    return str(url.with_user(None).with_query(None))
+
+
+def why(error: Exception, url: URL) -> str:
+    """An aiohttp error's text, with the URL in it shown as ``shown`` shows it."""
+    return str(error).replace(str(url), shown(url))
+
+
+def check_status(method: str, url: URL, status: int, body: bytes) -> None:
     """Raise unless the status is 2xx, naming the status and the start of the body."""
-    status = response.status_code
     if 200 <= status < 300:
         return
-    excerpt = response.text[:EXCERPT_CHARS]
-    message = f"HTTP {status} from {request.method} {request.url}: {excerpt}"
+    excerpt = body.decode("utf-8", "replace")[:EXCERPT_CHARS]
+    message = f"HTTP {status} from {method} {shown(url)}: {excerpt}"
     if status in RETRYABLE_STATUSES or status >= 500:
         raise HttpStatusError(message, status)
     raise HttpStatusRejected(message, status)
 
 
-class HttpHandler:
-    """Calls the payload's URL with a shared connection pool."""
+def encode_body(request: HttpRequest) -> bytes | None:
+    """The request's body bytes: its JSON (compact, as orjson writes it) or its text."""
+    if request.json_body is not None:
+        return orjson.dumps(request.json_body)
+    return None if request.body is None else request.body.encode()
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
+
+async def read_body(response: aiohttp.ClientResponse, keep: int) -> bytes:
+    """Read the body to its end (up to ``DRAIN_BYTES``) and return its first ``keep`` bytes."""
+    kept, seen = b"", 0
+    while seen <= DRAIN_BYTES and (chunk := await response.content.read(DRAIN_BYTES)):
+        kept += chunk[: keep - len(kept)] if len(kept) < keep else b""
+        seen += len(chunk)
+    return kept
+
+
+def new_session(policy: DestinationPolicy) -> aiohttp.ClientSession:
+    """The worker's one session: pooled keep-alive connections through the policy's resolver."""
+    connector = aiohttp.TCPConnector(limit=0, resolver=PolicyResolver(policy))
+    return aiohttp.ClientSession(
+        connector=connector,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        headers={"User-Agent": "warren"},
+        # Content-Type is what the payload says: none is added for a text body.
+        skip_auto_headers=("Content-Type",),
+        trust_env=False,
+    )
+
+
+class HttpHandler:
+    """Calls the payload's URL through one shared session."""
+
+    def __init__(self, session: aiohttp.ClientSession, options: HttpOptions) -> None:
+        self._session = session
+        self._options = options
 
     async def __call__(self, payload: Any, ctx: TaskContext) -> dict[str, int]:
         """Send the request; return its status, or raise to fail the attempt."""
-        request = parse_request(payload)
+        # A worker's payloads come from decoded message bodies (``Envelope.decode``).
+        request = parse_request(payload, decoded=True)
+        url = URL(request.url, encoded=False)
+        self._options.policy.check_host(url.raw_host or "")
+        body = encode_body(request)
+        headers = self.headers(request, ctx, url, body)
         timeout = min(request.timeout or ctx.timeout_seconds, ctx.timeout_seconds)
+        status, excerpt = await self._send(request.method, url, headers, body, timeout)
+        check_status(request.method, url, status, excerpt)
+        return {"status": status}
+
+    def headers(
+        self, request: HttpRequest, ctx: TaskContext, url: URL, body: bytes | None
+    ) -> dict[str, str]:
+        """The headers sent: the payload's (secrets resolved), X-Cron-*, the signature."""
+        headers = {name: self._value(v) for name, v in request.headers.items()}
+        if request.json_body is not None and not any(n.lower() == "content-type" for n in headers):
+            headers.update(JSON_TYPE)
+        headers.update(cron_headers(ctx))
+        secret = request.signing_secret
+        key = self._value(secret) if secret is not None else self._options.signing_secret
+        if key is not None:
+            headers[SIGNATURE_HEADER] = sign(key, request.method, url.raw_path_qs, body or b"")
+        return headers
+
+    def _value(self, value: str | SecretRef) -> str:
+        return value if isinstance(value, str) else self._options.secrets.resolve(value)
+
+    async def _send(
+        self, method: str, url: URL, headers: dict[str, str], body: bytes | None, seconds: float
+    ) -> tuple[int, bytes]:
         try:
-            response = await self._client.request(
-                request.method,
-                request.url,
-                headers={**request.headers, **cron_headers(ctx)},
-                json=request.json_body,
-                content=request.body,
-                timeout=timeout,
-            )
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-            raise PermanentError(f"cannot call {request.url}: {error}") from None
-        except httpx.HTTPError as error:
-            raise RetryableError(f"{type(error).__name__} calling {request.url}: {error}") from None
-        check_status(request, response)
-        return {"status": response.status_code}
+            async with self._session.request(
+                method,
+                url,
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+                timeout=client_timeout(seconds),
+            ) as response:
+                keep = 0 if 200 <= response.status < 300 else EXCERPT_CHARS * 4
+                return response.status, await read_body(response, keep)
+        except aiohttp.InvalidURL as error:
+            raise PermanentError(f"cannot call {shown(url)}: {why(error, url)}") from None
+        except TimeoutError:
+            raise HttpTimeout(f"no complete answer from {shown(url)} in {seconds}s") from None
+        except aiohttp.ClientError as error:
+            name = type(error).__name__
+            raise RetryableError(f"{name} calling {shown(url)}: {why(error, url)}") from None

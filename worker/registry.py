@@ -22,6 +22,9 @@ class Registered:
     name: str
     func: Handler
     is_async: bool
+    #: The handler bounds itself by ``ctx.timeout_seconds`` (``times_itself = True``), so the
+    #: attempt sets no second timer around it.
+    times_itself: bool = False
 
 
 class Registry:
@@ -38,7 +41,8 @@ class Registry:
         is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - a handler may be an object with async __call__
         )
-        self._handlers[name] = Registered(name, func, is_async)
+        times_itself = is_async and getattr(func, "times_itself", False) is True
+        self._handlers[name] = Registered(name, func, is_async, times_itself)
 
     def task(self, name: str | None = None) -> Callable[[F], F]:
         """Decorator: ``@task("send_report")`` registers the function under that name."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from topology.runtime.settings import CronSettings, ModuleList, split_list
+from worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
 
 
 class WorkerSettings(CronSettings):
@@ -38,7 +41,45 @@ class WorkerSettings(CronSettings):
         1_048_576, ge=1024, description="Largest task body run; a larger one fails at once."
     )
 
-    _split_modules = field_validator("handler_modules", mode="before")(split_list)
+    http_allow: ModuleList = Field(
+        default_factory=list,
+        description="http task: the only destinations allowed (host names, *.domain, CIDRs); "
+        "empty allows all that is not denied.",
+    )
+    http_deny: ModuleList = Field(
+        default_factory=lambda: list(DEFAULT_DENY),
+        description="http task: destinations refused, checked after DNS (host names, *.domain, "
+        "CIDRs); keep the defaults (link-local, cloud metadata) when you set it.",
+    )
+    http_secret_env: ModuleList = Field(
+        default_factory=list,
+        description="http task: environment variables a { env = ... } header may name "
+        "(names, or PREFIX_*).",
+    )
+    http_secret_dir: Path = Field(
+        Path("/run/secrets"),
+        description="http task: the directory a { file = ... } header may read from.",
+    )
+    http_signing_secret: SecretStr | None = Field(
+        None,
+        description="http task: signs every request (X-Cron-Signature, HMAC-SHA256) unless "
+        "its payload names a signing_secret of its own.",
+        repr=False,
+    )
+
+    _split_lists = field_validator(
+        "handler_modules", "http_allow", "http_deny", "http_secret_env", mode="before"
+    )(split_list)
+
+    @field_validator("http_allow", "http_deny")
+    @classmethod
+    def _check_rules(cls, value: list[str]) -> list[str]:
+        Rules.parse(value)
+        return value
+
+    def destination_policy(self) -> DestinationPolicy:
+        """The http task's destination policy, from CRON_HTTP_ALLOW and CRON_HTTP_DENY."""
+        return DestinationPolicy(Rules.parse(self.http_allow), Rules.parse(self.http_deny))
 
     @model_validator(mode="after")
     def _timeout_below_consumer_timeout(self) -> WorkerSettings:

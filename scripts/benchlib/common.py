@@ -7,6 +7,8 @@ import os
 import signal
 import statistics
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,10 +17,15 @@ from pathlib import Path
 
 import aio_pika
 import orjson
+from aio_pika.abc import AbstractConnection
+from chaoslib.waits import until
+from pydantic import JsonValue
 
+from topology.broker.exclusive import plain_connection
 from topology.declare import declare_topology
+from topology.delay import delay_objects
 from topology.envelope import Envelope, utcnow
-from topology.names import Names
+from topology.names import FINAL_KEY, Names
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
 from topology.runtime.settings import CronSettings
@@ -26,8 +33,8 @@ from topology.runtime.settings import CronSettings
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 ATTEMPT_MARK = b'"event":"attempt"'
-#: A benchmark's processes get no queue setting (``cron_env`` drops every CRON_ variable but its
-#: own), so they run on the defaults: the benchmark declares its queues with the same.
+#: A benchmark's processes get none of the caller's CRON_ variables (``cron_env`` drops them),
+#: so they run on the defaults, and the queue type the benchmark declares its queues with.
 DEFAULTS = CronSettings.model_construct()
 
 
@@ -46,11 +53,21 @@ class Run:
         """Tasks (or attempts) per second."""
         return self.tasks / self.seconds
 
+    @property
+    def steady_per_s(self) -> float:
+        """Tasks per second from the first task's end to the last's: start-up left out."""
+        return (self.tasks - 1) / self.extra["steady_seconds"]
+
 
 def summary(values: Sequence[float]) -> str:
     """``median (min-max)`` of one figure over the rounds; ratios get two decimals."""
     spec = ",.2f" if max(values) < 10 else ",.1f"
     return f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
+
+
+def int_list(text: str) -> list[int]:
+    """A comma-separated list of numbers from the command line: ``32,100``."""
+    return [int(item) for item in text.split(",")]
 
 
 def print_table(title: str, rows: list[tuple[str, list[float]]]) -> None:
@@ -66,25 +83,33 @@ def print_table(title: str, rows: list[tuple[str, list[float]]]) -> None:
 class Bench:
     """A namespace of the benchmark's own on the broker."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, settings: CronSettings = DEFAULTS) -> None:
+        self.url = url  # one node, or a cluster's nodes comma-separated
         self.names = Names(f"bench_{uuid.uuid4().hex[:8]}")
         self.plan_keys: set[str] = set()
+        #: What the benchmark declares with; its processes get the same queue type.
+        self.settings = settings.model_copy(update={"amqp_url": url})
 
-    async def fill(self, count: int, task: str, plan: RetryPlan) -> None:
+    async def connection(self) -> AbstractConnection:
+        """A plain connection to the (first answering) node."""
+        return await plain_connection(self.settings, "bench", heartbeat=60)
+
+    async def fill(self, count: int, task: str, plan: RetryPlan, payload: JsonValue = None) -> None:
         """Publish ``count`` persistent tasks, confirmed, before any consumer starts."""
         self.plan_keys.update(step.key for step in plan.suffixes())
-        connection = await aio_pika.connect(self.url)
+        connection = await self.connection()
         async with connection:
             channel = await connection.channel()
-            topology = await declare_topology(channel, self.names, DEFAULTS)
-            publisher = TaskPublisher(channel, topology.tasks, self.names, DEFAULTS.queue_type)
+            topology = await declare_topology(channel, self.names, self.settings)
+            kind = self.settings.queue_type
+            publisher = TaskPublisher(channel, topology.tasks, self.names, kind)
             now = utcnow()
             for start in range(0, count, 500):
                 await asyncio.gather(
                     *(
                         publisher.publish(
-                            Envelope(task=task, run_id=f"b{i}", scheduled_for=now), plan
+                            Envelope(task=task, run_id=f"b{i}", scheduled_for=now, payload=payload),
+                            plan,
                         )
                         for i in range(start, min(start + 500, count))
                     )
@@ -97,13 +122,25 @@ class Bench:
         queues += [names.watermark_queue, names.leader_queue]
         queues += [names.history_stream, names.control_stream, names.status_queue]
         queues += [names.retry_queue(key) for key in self.plan_keys]
-        connection = await aio_pika.connect(self.url)
+        exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
+        delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
+        connection = await self.connection()
         async with connection:
             channel = await connection.channel()
-            for queue in queues:
+            for queue in queues + delay_queues:
                 await channel.queue_delete(queue)
-            for exchange in (names.tasks_exchange, names.dlx, names.unrouted_exchange):
+            for exchange in exchanges + delay_exchanges:
                 await channel.exchange_delete(exchange)
+
+
+async def open_queue(
+    url: str, queue_name: str, prefetch: int
+) -> tuple[aio_pika.abc.AbstractConnection, aio_pika.abc.AbstractQueue]:
+    """A baseline's connection and its queue, at ``prefetch``."""
+    connection = await aio_pika.connect(url)
+    channel = await connection.channel()
+    await channel.set_qos(prefetch_count=prefetch)
+    return connection, await channel.declare_queue(queue_name, passive=True)
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -114,6 +151,7 @@ def cron_env(bench: Bench, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
     env.update(
         CRON_AMQP_URL=bench.url,
+        CRON_QUEUE_TYPE=bench.settings.queue_type,
         CRON_NAMESPACE=bench.names.namespace,
         CRON_LOG_LEVEL="INFO",
         CRON_LOG_FORMAT="json",
@@ -125,6 +163,47 @@ def cron_env(bench: Bench, **extra: str) -> dict[str, str]:
 def worker_env(bench: Bench, prefetch: int, modules: str = "") -> dict[str, str]:
     """Environment of ``python -m worker`` in the benchmark's namespace, INFO JSON logs."""
     return cron_env(bench, CRON_PREFETCH=str(prefetch), CRON_HANDLER_MODULES=modules)
+
+
+def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: Path) -> Run:
+    """Start ``python -m worker``; clock from process start to its last attempt line."""
+    log = workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
+    with log.open("wb") as out:
+        started = time.time()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=worker_env(bench, prefetch, modules),
+        )
+        attempts = LineCounter(log)
+        until(lambda: attempts() >= expected or process.poll() is not None, 600)
+    ended = last_attempt_time(log)
+    cpu, rss = reap(process)
+    steady = ended - attempt_time(log, first=True)
+    return Run(ended - started, expected, cpu, rss, {"steady_seconds": steady})
+
+
+#: Baselines run as ``python -m benchlib.X``: they need scripts/ and the project root.
+SEARCH_PATH = os.pathsep.join((str(ROOT / "scripts"), str(ROOT)))
+
+
+def run_baseline(command: list[str], expected: int) -> Run:
+    """Start a baseline that prints the time it finished its last task (after the time it
+    finished its first, if it tells); clock from its start."""
+    started = time.time()
+    process = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": SEARCH_PATH},
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    *first, ended = (float(t) for t in process.stdout.readline().split())
+    cpu, rss = reap(process)
+    steady = {"steady_seconds": ended - first[0]} if first else {}
+    return Run(ended - started, expected, cpu, rss, steady)
 
 
 class LineCounter:
@@ -166,7 +245,13 @@ def log_time(event: dict[str, object]) -> float:
 
 def last_attempt_time(log: Path) -> float:
     """Wall-clock time of the last attempt line in the log."""
-    for line in reversed(log.read_bytes().splitlines()):
+    return attempt_time(log, first=False)
+
+
+def attempt_time(log: Path, first: bool) -> float:
+    """Wall-clock time of the first or the last attempt line in the log."""
+    lines = log.read_bytes().splitlines()
+    for line in lines if first else reversed(lines):
         if ATTEMPT_MARK in line:
             return log_time(orjson.loads(line))
     raise RuntimeError("no attempt in the log")

@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import signal
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from chaoslib.waits import until
 
-from benchlib.common import ROOT, Bench, LineCounter, print_table, reached, worker_env
-from topology.plan import RetryPlan
+from benchlib.common import (
+    ROOT,
+    SEARCH_PATH,
+    Bench,
+    LineCounter,
+    print_table,
+    reached,
+    worker_env,
+)
+from benchlib.http import PLAN, endpoint, payload
 
 CALLGRIND = ["valgrind", "--tool=callgrind"]
 
@@ -48,12 +58,23 @@ def ours(bench: Bench, tasks: int, workdir: Path) -> int:
     return total_instructions(out)
 
 
-def raw(bench: Bench, tasks: int, workdir: Path) -> int:
-    """The minimal consumer of ``drain`` under callgrind."""
+#: The minimal consumer of each task: ``drain``'s for noop, ``http``'s (aiohttp) for http.
+BASELINES = {"noop": [str(ROOT / "scripts" / "bench.py"), "_raw"], "http": ["-m", "benchlib.http"]}
+
+
+def raw(bench: Bench, tasks: int, workdir: Path, task: str = "noop") -> int:
+    """The minimal consumer of ``task`` under callgrind."""
     out = workdir / f"cg-raw-{tasks}.out"
-    loop = [str(ROOT / "scripts" / "bench.py"), "_raw", bench.url, bench.names.main_queue]
-    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, *loop, "100", str(tasks)]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    loop = [*BASELINES[task], bench.url, bench.names.main_queue, "100", str(tasks)]
+    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, *loop]
+    subprocess.run(
+        command,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": SEARCH_PATH},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return total_instructions(out)
 
 
@@ -63,16 +84,21 @@ def instructions(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[
         raise SystemExit("instructions needs valgrind on PATH (apt install valgrind)")
     small, large = args.tasks // 5, args.tasks
     counts: dict[str, list[int]] = {"ours": [], "raw": []}
-    for name, run in (("ours", ours), ("raw", raw)):
-        for tasks in (small, large):
-            asyncio.run(bench.fill(tasks, "noop", RetryPlan((1000,))))
-            counts[name].append(run(bench, tasks, workdir))
+    with endpoint() if args.task == "http" else nullcontext("") as url:
+        for name in ("ours", "raw"):
+            for tasks in (small, large):
+                asyncio.run(bench.fill(tasks, args.task, PLAN, payload(url) if url else None))
+                counts[name].append(
+                    ours(bench, tasks, workdir)
+                    if name == "ours"
+                    else raw(bench, tasks, workdir, args.task)
+                )
     per_task = {name: (c[1] - c[0]) / (large - small) for name, c in counts.items()}
     print_table(
-        f"instructions per task, {small:,} and {large:,} noop tasks under callgrind",
+        f"instructions per task, {small:,} and {large:,} {args.task} tasks under callgrind",
         [
             ("ours", [per_task["ours"]]),
-            ("minimal aio-pika consumer", [per_task["raw"]]),
+            (f"minimal consumer ({args.task})", [per_task["raw"]]),
             ("ratio raw/ours", [per_task["raw"] / per_task["ours"]]),
         ],
     )
@@ -83,3 +109,9 @@ def add_command(sub: Any) -> None:
     """The ``instructions`` subcommand and its options."""
     command = sub.add_parser("instructions", help=instructions.__doc__)
     command.add_argument("--tasks", type=int, default=2500)
+    command.add_argument(
+        "--task",
+        choices=sorted(BASELINES),
+        default="noop",
+        help="noop (against drain's consumer) or http (against aio-pika + aiohttp, local endpoint)",
+    )

@@ -21,15 +21,12 @@ from typing import Any
 
 import aio_pika
 
-from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table
+from benchlib.common import DEFAULTS, ROOT, SEARCH_PATH, Bench, Run, cron_env, print_table
 from benchlib.scheduling import PLAN, PLAN_ENV
 from topology.declare import declare_topology
 from topology.envelope import Envelope, utcnow
 from topology.names import FAILED_KEY, Names
 from topology.records import Failure, envelope_record
-
-#: The loop runs as ``python -m benchlib.replay``: it needs scripts/ and the project root.
-SEARCH_PATH = os.pathsep.join((str(ROOT / "scripts"), str(ROOT)))
 
 
 async def fill_failed(bench: Bench, count: int) -> None:

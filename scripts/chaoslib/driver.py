@@ -6,9 +6,11 @@ driver waits a random pause, then does one of:
 - ``kill-worker``: ``kill -9`` a worker mid-task and start a new one;
 - ``term-worker``: SIGTERM a worker (it must exit 0) and start a new one;
 - ``close-connections``: ``rabbitmqctl close_all_connections``;
-- ``restart-broker``: stop the node cleanly, then start it;
-- ``kill-broker``: ``kill -9`` the node, then start it (quorum queues only: classic queues
-  dead-letter at most once, so a broker crash may lose a task between two queues).
+- ``restart-broker``: stop the node (on a cluster, a node chosen at random) cleanly, then
+  start it;
+- ``kill-broker``: ``kill -9`` the node (or a cluster's node), then start it (quorum queues
+  only: classic queues dead-letter at most once, so a broker crash may lose a task between
+  two queues).
 
 It stops once every task is published and nothing is in flight; then the run goes quiet
 without faults and the ledger classifies every task.
@@ -173,12 +175,14 @@ class Chaos:
         await asyncio.to_thread(self.scenario.node.ctl, "close_all_connections", "chaos")
 
     async def _restart_broker(self) -> None:
-        await asyncio.to_thread(self.scenario.node.stop)
-        await asyncio.to_thread(self.scenario.node.start)
+        node = self.scenario.node.victim(self.rng)
+        await asyncio.to_thread(node.stop)
+        await asyncio.to_thread(node.start)
 
     async def _kill_broker(self) -> None:
-        await asyncio.to_thread(self.scenario.node.kill)
-        await asyncio.to_thread(self.scenario.node.start)
+        node = self.scenario.node.victim(self.rng)
+        await asyncio.to_thread(node.kill)
+        await asyncio.to_thread(node.start)
 
     async def _ensure_workers(self) -> None:
         for index, proc in enumerate(self.workers):

@@ -1,14 +1,16 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
-It runs from the installed ``rabbitmq-server`` with its own node name, ports, data, logs and
-Erlang cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it
-never touches the machine's shared broker.
+It runs from the installed ``rabbitmq-server`` (3.x) or, with ``WARREN_RABBITMQ=4``, from the
+RabbitMQ 4.0 root that ``scripts/rabbitmq4.sh`` builds and caches, in a chroot. Either way it
+has its own node name, ports, data, logs and Erlang cookie, a ``consumer_timeout`` of a few
+seconds and short heartbeats, so breaking it never touches the machine's shared broker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,6 +18,7 @@ import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from chaoslib.waits import NeverHappened, until
 
@@ -23,10 +26,71 @@ SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 CONSUMER_TIMEOUT_MS = 4000
 HEARTBEAT_SECONDS = 2
+#: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
+NET_TICKTIME_SECONDS = 8
+SCRIPTS = Path(__file__).resolve().parent.parent
+
+
+def release() -> str:
+    """The RabbitMQ major version private nodes run: ``WARREN_RABBITMQ`` (3 or 4), else 3."""
+    return os.environ.get("WARREN_RABBITMQ", "3").strip() or "3"
+
+
+class Install:
+    """Where a release's binaries are: the machine's own (3.x), or a chroot root (4.x)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
+
+    @classmethod
+    def of(cls, version: str) -> Install:
+        """The installed 3.x, or the cached 4.x root (built on first use)."""
+        if version == "3":
+            return cls()
+        if version != "4":
+            raise BrokerNodeError(f"WARREN_RABBITMQ={version!r}: give 3 or 4")
+        built = subprocess.run(
+            ["bash", str(SCRIPTS / "rabbitmq4.sh"), "root"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if built.returncode != 0:
+            raise BrokerNodeError(f"scripts/rabbitmq4.sh root failed:\n{built.stderr[-2000:]}")
+        return cls(Path(built.stdout.strip().splitlines()[-1]))
+
+    def command(self, program: str, *args: str) -> list[str]:
+        """``program`` run from this install (in its chroot, if any)."""
+        return [*(["chroot", str(self.root)] if self.root else []), program, *args]
+
+    def place(self, base: Path) -> tuple[Path, str]:
+        """Where a node with data dir ``base`` keeps its files: on this host, and as it sees it."""
+        if self.root is None:
+            return base, str(base)
+        inner = f"/warren/{base.name}-{uuid.uuid4().hex[:6]}"
+        return Path(f"{self.root}{inner}"), inner
 
 
 class BrokerNodeError(RuntimeError):
     """The private node did not start or stop as asked."""
+
+
+class BrokerNode(Protocol):
+    """What a scenario needs of its broker: a private node, or a private cluster."""
+
+    url: str  # one node's URL, or every node's, comma-separated (as CRON_AMQP_URL)
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        """``rabbitmqctl`` against the broker."""
+        ...
+
+    def sync_metadata(self) -> None:
+        """Make every declaration so far survive a ``kill -9``."""
+        ...
+
+    def victim(self, rng: random.Random) -> PrivateBroker:
+        """The node a broker fault stops or kills: this node, or one of the cluster's."""
+        ...
 
 
 def available() -> bool:
@@ -42,11 +106,20 @@ def free_port() -> int:
 
 
 class PrivateBroker:
-    """One RabbitMQ node of the test run's own."""
+    """One RabbitMQ node of the test run's own.
 
-    def __init__(self, base: Path) -> None:
-        self.base = base
+    ``install`` picks the release (default: ``WARREN_RABBITMQ``); nodes of a cluster share
+    a ``cookie`` directory (their ``HOME``), a lone node keeps its cookie in its data dir.
+    """
+
+    def __init__(
+        self, base: Path, install: Install | None = None, cookie: str | None = None
+    ) -> None:
+        self.install = install or Install.of(release())
+        self.base, self.inner = self.install.place(base)
+        self.home = cookie or self.inner
         self.port = free_port()
+        self.dist_port = free_port()
         self.node = f"warren_t{uuid.uuid4().hex[:6]}@localhost"
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
@@ -64,20 +137,21 @@ class PrivateBroker:
         # queues report their length to list_queues on each of their ticks (5 s by default):
         # chaos runs and fault tests read it to know when nothing is left in flight.
         (self.base / "advanced.config").write_text(
-            "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]}].\n"
+            "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]},\n"
+            f" {{kernel, [{{net_ticktime, {NET_TICKTIME_SECONDS}}}]}}].\n"
         )
         (self.base / "enabled_plugins").write_text("[].\n")
         (self.base / "rabbitmq-env.conf").write_text("ERL_EPMD_ADDRESS=127.0.0.1\n")
 
     def env(self) -> dict[str, str]:
         """Environment for the server and rabbitmqctl of this node only."""
-        base = str(self.base)
+        base = self.inner
         return {
             **os.environ,
-            "HOME": base,  # its own Erlang cookie
+            "HOME": self.home,  # the Erlang cookie: its own, or its cluster's
             "RABBITMQ_NODENAME": self.node,
             "RABBITMQ_NODE_PORT": str(self.port),
-            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
             "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
             "RABBITMQ_LOG_BASE": f"{base}/log",
             "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq",
@@ -92,7 +166,9 @@ class PrivateBroker:
         if self.is_running():
             return
         with (self.base / "server.out").open("ab") as log:
-            self._process = subprocess.Popen([SERVER], env=self.env(), stdout=log, stderr=log)
+            self._process = subprocess.Popen(
+                self.install.command(SERVER), env=self.env(), stdout=log, stderr=log
+            )
         self._wait_for(lambda: self._answers(), timeout, "start")
 
     def stop(self) -> None:
@@ -114,6 +190,10 @@ class PrivateBroker:
             os.kill(pid, signal.SIGKILL)
         self._reap()
 
+    def victim(self, _rng: random.Random) -> PrivateBroker:
+        """A lone node is the one a broker fault breaks."""
+        return self
+
     def sync_metadata(self) -> None:
         """Flush the metadata log: a queue declared under ~1 s ago may not survive kill -9."""
         self.ctl("eval", "mnesia:sync_log().")
@@ -129,7 +209,7 @@ class PrivateBroker:
     def ctl(self, *args: str, timeout: float = 60) -> str:
         """Run ``rabbitmqctl`` against this node; return its output."""
         result = subprocess.run(
-            [CTL, "-n", self.node, *args],
+            self.install.command(CTL, "-n", self.node, *args),
             env=self.env(),
             capture_output=True,
             text=True,

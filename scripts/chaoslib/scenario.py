@@ -20,8 +20,10 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobus
 
 from chaoslib.ledger import Ledger, Report
 from chaoslib.namespace import BrokerNamespace
-from chaoslib.private_broker import BrokerNodeError, PrivateBroker
+from chaoslib.private_broker import BrokerNode, BrokerNodeError
 from chaoslib.processes import WORKER_READY, Proc, Procs
+from topology.broker.connect import connect
+from topology.broker.exclusive import plain_connection
 from topology.declare import PlanDeclarer, QueueType, declare_topology
 from topology.envelope import Envelope
 from topology.errors import CONNECTION_ERRORS
@@ -65,9 +67,9 @@ def record_reason(message: AbstractIncomingMessage) -> tuple[str, bool]:
 
 @dataclass
 class Scenario:
-    """A namespace on the private node with everything needed to break and judge it."""
+    """A namespace on the private node (or cluster) with everything needed to break and judge it."""
 
-    node: PrivateBroker
+    node: BrokerNode
     broker: BrokerNamespace
     ledger: Ledger
     procs: Procs
@@ -157,11 +159,7 @@ class Scenario:
 
     async def _connection(self) -> AbstractRobustConnection:
         if self._publisher is None:
-            self._publisher = await aio_pika.connect_robust(
-                self.node.url,
-                client_properties={"connection_name": "faults-publisher"},
-                reconnect_interval=0.5,
-            )
+            self._publisher = await connect(self.settings(), "faults-publisher", log_outages=False)
         return self._publisher
 
     async def in_flight(self) -> dict[str, int] | None:
@@ -208,7 +206,7 @@ class Scenario:
 
     async def collect_failed(self) -> list[AbstractIncomingMessage]:
         """Move everything in the failed queue into the ledger; return the messages."""
-        connection = await aio_pika.connect(self.node.url)
+        connection = await plain_connection(self.settings(), "faults-collector", heartbeat=5)
         collected = []
         async with connection:
             channel = await connection.channel()
@@ -227,6 +225,10 @@ class Scenario:
                 await message.ack()
                 collected.append(message)
         return collected
+
+    def settings(self) -> CronSettings:
+        """Settings of the scenario's own connections: its broker's node(s)."""
+        return CronSettings(namespace=self.names.namespace, amqp_url=self.node.url)
 
     async def close(self) -> None:
         """Close the publisher's connection."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chaoslib.ledger import Report
+from chaoslib.private_broker import PrivateBroker
+from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Proc
 from chaoslib.scenario import Scenario
 
@@ -15,11 +17,8 @@ from tests.conftest import TestBroker
 FREEZE_SECONDS = 14
 
 
-@dataclass
-class FaultScenario(Scenario):
-    """A test's scenario: its namespace has the test broker's helpers to look inside it."""
-
-    broker: TestBroker
+class Judged(Scenario):
+    """The fault tests' starts, waits and assertions, on a node or a cluster."""
 
     async def worker(self, **extra: str) -> Proc:
         """Start a worker process on the scenario's namespace and wait until it consumes."""
@@ -32,3 +31,19 @@ class FaultScenario(Scenario):
         assert report.unexpected == [], f"unexpected {report.unexpected}"
         assert report.unexplained == [], f"unexplained duplicates {report.unexplained}"
         return report
+
+
+@dataclass
+class FaultScenario(Judged):
+    """A test's scenario on the private node: its namespace has the test broker's helpers."""
+
+    node: PrivateBroker
+    broker: TestBroker
+
+
+@dataclass
+class ClusterScenario(Judged):
+    """A test's scenario on the private cluster, quorum queues, workers given every node."""
+
+    node: PrivateCluster
+    broker: TestBroker

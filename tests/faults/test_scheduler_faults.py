@@ -16,7 +16,7 @@ from chaoslib.ledger import Report
 from chaoslib.processes import Proc
 from chaoslib.waits import eventually
 
-from tests.faults.harness import FREEZE_SECONDS, FaultScenario
+from tests.faults.harness import FREEZE_SECONDS, FaultScenario, Judged
 from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.faults
@@ -35,7 +35,7 @@ LEADING = '"leading"'
 STANDING_BY = '"standing by: another scheduler leads"'
 
 
-def spawn_scheduler(scenario: FaultScenario, path: Path, ready: str = LEADING) -> Proc:
+def spawn_scheduler(scenario: Judged, path: Path, ready: str = LEADING, **extra: str) -> Proc:
     """A ``python -m scheduler`` on the scenario's namespace with quick failover."""
     return scenario.procs.spawn(
         ["-m", "scheduler"],
@@ -45,6 +45,7 @@ def spawn_scheduler(scenario: FaultScenario, path: Path, ready: str = LEADING) -
         CRON_LEADER_RETRY_SECONDS="0.2",
         CRON_SCHEDULES_POLL_SECONDS="0",
         CRON_SCHEDULER_HEARTBEAT_SECONDS="2",
+        **extra,
     )
 
 
@@ -55,13 +56,13 @@ def schedules_file(tmp_path: Path) -> Path:
     return path
 
 
-async def more_fires(scenario: FaultScenario, count: int = 3, timeout: float = 30) -> None:
+async def more_fires(scenario: Judged, count: int = 3, timeout: float = 30) -> None:
     """Wait until ``count`` more attempts ran than now."""
     start = scenario.ledger.count_attempts()
     await eventually(lambda: scenario.ledger.count_attempts() >= start + count, timeout)
 
 
-async def fires_report(scenario: FaultScenario) -> tuple[Report, list[datetime]]:
+async def fires_report(scenario: Judged) -> tuple[Report, list[datetime]]:
     """Settle, expect every whole second between the first and the last fire run, classify."""
     seen = (await scenario.wait_quiet()).unexpected  # fires are not published by the test
     times = sorted(datetime.fromisoformat(run_id.split("@", 1)[1]) for run_id in seen)

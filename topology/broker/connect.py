@@ -1,4 +1,12 @@
-"""Connections: robust, named, with heartbeats; passwords never reach a log line.
+"""Connections: robust, named, with heartbeats, to one node or the first answering node of a
+cluster; passwords never reach a log line.
+
+``CRON_AMQP_URL`` may list several nodes. A connection opens to the first that answers; a
+robust connection that loses its node, or fails a reconnect try, moves to the next one, so a
+dead node costs one reconnect interval, never a wait for that node to come back. aio-pika's
+``connect_robust`` takes one URL (aio-pika#141): ``NodeListConnection`` swaps the URL it
+reconnects to from its close callback, which aio-pika calls both for a lost connection and
+for a failed try.
 
 Each outage of a connection is logged once when it is lost and once when it is back
 (``topology/broker/outage.py``).
@@ -6,7 +14,9 @@ Each outage of a connection is logged once when it is lost and once when it is b
 
 from __future__ import annotations
 
-from typing import overload
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, overload
 
 import aio_pika
 from aio_pika.abc import (
@@ -15,10 +25,58 @@ from aio_pika.abc import (
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
+from yarl import URL
 
 from topology.broker.outage import watch_outages
 from topology.errors import CONNECTION_ERRORS, BrokerUnavailable
 from topology.runtime.settings import CronSettings
+
+C = TypeVar("C", bound=AbstractConnection)
+
+
+class NodeListConnection(aio_pika.RobustConnection):
+    """A robust connection that reconnects to the next node of ``urls`` each time."""
+
+    urls: Sequence[str] = ()
+
+    def __init__(self, url: URL, *args: Any, **kwargs: Any) -> None:
+        super().__init__(url, *args, **kwargs)
+        self._at = 0
+        # connect_robust adds its keyword options to the first URL's query: keep them for all.
+        own = URL(self.urls[0]).query if self.urls else {}
+        self._options = {k: v for k, v in self.url.query.items() if k not in own}
+
+    async def _on_connection_close(self, closing: asyncio.Future[Any]) -> None:
+        if len(self.urls) > 1:
+            self._at = (self._at + 1) % len(self.urls)
+            self.url = URL(self.urls[self._at]).update_query(self._options)
+        await super()._on_connection_close(closing)
+
+
+def node_list(order: Sequence[str]) -> type[NodeListConnection]:
+    """The connection class of a robust connection to the nodes ``order``, first one first."""
+    return type("NodeListConnection", (NodeListConnection,), {"urls": tuple(order)})
+
+
+def in_turn(urls: Sequence[str], first: int) -> list[str]:
+    """``urls`` starting at index ``first``, wrapping around."""
+    return [*urls[first:], *urls[:first]]
+
+
+async def first_answering(
+    settings: CronSettings, open_one: Callable[[str, list[str]], Awaitable[C]]
+) -> C:
+    """``open_one(url, order)`` for each node in turn; the first connection made wins."""
+    errors = []
+    for first, url in enumerate(settings.urls):
+        try:
+            return await open_one(url, in_turn(settings.urls, first))
+        except CONNECTION_ERRORS as error:
+            errors.append(f"{type(error).__name__}: {error}")
+    raise BrokerUnavailable(
+        f"cannot reach RabbitMQ at {settings.safe_url} ({'; '.join(errors)}); "
+        "start a broker (docker compose up -d rabbitmq) or set CRON_AMQP_URL"
+    )
 
 
 async def connect(
@@ -28,19 +86,18 @@ async def connect(
 
     ``log_outages=False`` for a caller that reports losing the broker itself.
     """
-    try:
-        connection = await aio_pika.connect_robust(
-            settings.url,
+
+    async def open_one(url: str, order: list[str]) -> AbstractRobustConnection:
+        return await aio_pika.connect_robust(
+            url,
             client_properties={"connection_name": name},
             heartbeat=settings.heartbeat_seconds,
             reconnect_interval=1,
             timeout=10,
+            connection_class=node_list(order),
         )
-    except CONNECTION_ERRORS as error:
-        raise BrokerUnavailable(
-            f"cannot reach RabbitMQ at {settings.safe_url} ({type(error).__name__}: {error}); "
-            "start a broker (docker compose up -d rabbitmq) or set CRON_AMQP_URL"
-        ) from None
+
+    connection = await first_answering(settings, open_one)
     if log_outages:
         watch_outages(connection, name)
     return connection

@@ -13,18 +13,23 @@ import aio_pika
 from aio_pika.abc import AbstractConnection, AbstractQueue
 from aiormq.exceptions import ChannelLockedResource
 
+from topology.broker.connect import first_answering
 from topology.declare import queue_arguments
 from topology.runtime.settings import CronSettings
 
 
 async def plain_connection(settings: CronSettings, name: str, heartbeat: int) -> AbstractConnection:
-    """A connection that is lost for good when it drops: closing it releases its locks."""
-    return await aio_pika.connect(
-        settings.url,
-        client_properties={"connection_name": name},
-        heartbeat=heartbeat,
-        timeout=10,
-    )
+    """A connection that is lost for good when it drops: closing it releases its locks.
+
+    It opens to the first node of ``CRON_AMQP_URL`` that answers.
+    """
+
+    async def open_one(url: str, _order: list[str]) -> AbstractConnection:
+        return await aio_pika.connect(
+            url, client_properties={"connection_name": name}, heartbeat=heartbeat, timeout=10
+        )
+
+    return await first_answering(settings, open_one)
 
 
 async def try_exclusive(connection: AbstractConnection, name: str) -> AbstractQueue | None:

@@ -111,6 +111,9 @@ class ReplayOptions:
     dry_run: bool = False
     reconnect_seconds: float = 60.0
     progress: Progress | None = None
+    #: Who replays and why, for the history (default: ``user@host`` of this process).
+    by: str | None = None
+    reason: str | None = None
 
 
 class Replayer:
@@ -236,8 +239,18 @@ class Replayer:
     def _moved(self, record: FailedRecord, plan: str, at: datetime) -> None:
         self.tally.moved += 1
         if self._history is not None:
-            replay = record.replays + 1
-            self._history.emit(record_event("replayed", record, at=at, plan=plan, replay=replay))
+            replay, options = record.replays + 1, self.options
+            self._history.emit(
+                record_event(
+                    "replayed",
+                    record,
+                    at=at,
+                    by=options.by,
+                    plan=plan,
+                    replay=replay,
+                    reason=options.reason,
+                )
+            )
 
     async def _publish(
         self, record: FailedRecord, key: str, exchange: AbstractExchange, plan: RetryPlan

@@ -36,13 +36,15 @@ class RecordFilter:
     reason: str | None = None
     run_id: str | None = None
     since: datetime | None = None
+    #: Text anywhere in the run id, schedule, task, reason or error, in any case.
+    text: str | None = None
     #: Records that failed after this instant are left alone (they arrived during the run).
     until: datetime | None = None
 
     @property
     def selects_all(self) -> bool:
         """True when no filter narrows the selection."""
-        return not any((self.schedule, self.task, self.reason, self.run_id, self.since))
+        return not any((self.schedule, self.task, self.reason, self.run_id, self.since, self.text))
 
     def matches(self, record: FailedRecord) -> bool:
         """True when ``record`` passes every filter that is set."""
@@ -53,6 +55,7 @@ class RecordFilter:
             and (self.reason is None or self.reason == record.reason)
             and _after(self.since, record.failed_at)
             and _before(self.until, record.failed_at)
+            and _contains(self.text, record)
         )
 
 
@@ -66,3 +69,16 @@ def _after(since: datetime | None, when: datetime | None) -> bool:
 
 def _before(until: datetime | None, when: datetime | None) -> bool:
     return until is None or when is None or when <= until
+
+
+def _contains(needle: str | None, record: FailedRecord) -> bool:
+    if not needle:
+        return True
+    fields = (record.run_id, record.schedule, record.task, record.reason, record.error)
+    lowered = needle.lower()
+    return any(lowered in field.lower() for field in fields if field)
+
+
+def exact(value: str) -> str:
+    """A name pattern that matches ``value`` only: ``*``, ``?`` and ``[`` taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in value)

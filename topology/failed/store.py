@@ -17,8 +17,11 @@ from topology.broker.inspect import holding
 from topology.failed.export import restored_message
 from topology.failed.select import RecordFilter
 from topology.failed.tally import Progress, Tally
+from topology.history.events import record_event
+from topology.history.publisher import publishing
 from topology.names import Names
 from topology.records import FailedRecord, read_record
+from topology.runtime.settings import CronSettings
 
 Exporter = Callable[[list[FailedRecord]], None]
 #: Told of each record once it is gone from the failed queue.
@@ -62,6 +65,27 @@ async def purge_records(
 
     await _choose(connection, names, select, limit, progress, purge=remove)
     return tally
+
+
+async def purge_recorded(
+    connection: AbstractConnection,
+    settings: CronSettings,
+    select: RecordFilter,
+    limit: int | None = None,
+    *,
+    by: str | None = None,
+    reason: str | None = None,
+    progress: Progress | None = None,
+    export: Exporter | None = None,
+) -> Tally:
+    """``purge_records``, writing a ``purged`` event (who, why) for each record removed."""
+    names = Names(settings.namespace)
+    async with publishing(connection, names, settings, "purge") as history:
+
+        def gone(record: FailedRecord) -> None:
+            history.emit(record_event("purged", record, by=by, reason=reason))
+
+        return await purge_records(connection, names, select, limit, progress, export, gone)
 
 
 async def _choose(

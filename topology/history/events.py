@@ -6,18 +6,19 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | type        | fields                                                                        |
 | ----------- | ----------------------------------------------------------------------------- |
 | `fired`     | `scheduled_for`, `plan`                                                       |
-| `triggered` | `scheduled_for`, `plan`, `by`                                                 |
+| `triggered` | `scheduled_for`, `plan`, `by`, `reason`                                       |
 | `skipped`   | `scheduled_for`, `reason`                                                     |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
 |             | `host`, `pid`, `replay`                                                       |
 | `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
-| `replayed`  | `by`, `plan`, `replay`                                                        |
-| `purged`    | `by`                                                                          |
+| `replayed`  | `by`, `plan`, `replay`, `reason`                                              |
+| `purged`    | `by`, `reason`                                                                |
 | `paused`    | `by`, `reason`                                                                |
-| `resumed`   | `by`, `catch_up`                                                              |
+| `resumed`   | `by`, `catch_up`, `reason`                                                    |
 
 ``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
-before any replay.
+before any replay. ``by`` names who acted (``user@host``, or a dashboard user), ``reason`` why
+(given on every dashboard action; optional on the command line but for a pause).
 """
 
 from __future__ import annotations
@@ -80,11 +81,16 @@ def event(kind: EventType, *, at: datetime | None = None, **fields: Any) -> dict
 
 
 def record_event(
-    kind: EventType, record: FailedRecord, at: datetime | None = None, **fields: Any
+    kind: EventType,
+    record: FailedRecord,
+    at: datetime | None = None,
+    by: str | None = None,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """An event about a failed record's run (a replay, a purge), done by whoever runs this."""
+    """An event about a failed record's run (a replay, a purge), done by ``by`` (else by
+    whoever runs this)."""
     ids = {"run_id": record.run_id, "schedule": record.schedule, "task": record.task}
-    return event(kind, at=at, **ids, by=who(), **fields)
+    return event(kind, at=at, **ids, by=by or who(), **fields)
 
 
 def fire_event(

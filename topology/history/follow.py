@@ -8,6 +8,7 @@ skips any message at or before it, so a reconnect neither repeats nor loses even
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue, ConsumerTag
@@ -23,10 +24,14 @@ OnEvents = Callable[[list[Event], int], None]
 
 
 class StreamFollower:
-    """Consumes ``stream`` after offset ``after`` (-1: from its first message) until ``stop``."""
+    """Consumes ``stream`` after offset ``after`` (-1: from its first message, or from the
+    first message published at or after ``since``) until ``stop``."""
 
-    def __init__(self, stream: str, on_events: OnEvents, after: int = -1) -> None:
+    def __init__(
+        self, stream: str, on_events: OnEvents, after: int = -1, since: datetime | None = None
+    ) -> None:
         self.stream = stream
+        self._since = since
         #: The offset of the last message handed over.
         self.offset = after
         #: An offset at or before the stream's end when following began; None if it was empty.
@@ -48,7 +53,8 @@ class StreamFollower:
         await channel.set_qos(prefetch_count=PREFETCH)
         end = await last_offset(channel, self.stream)
         self.end_at_start = None if end is None else end.offset
-        self._arguments["x-stream-offset"] = self.offset + 1 if self.offset >= 0 else "first"
+        first: int | str | datetime = "first" if self._since is None else self._since
+        self._arguments["x-stream-offset"] = self.offset + 1 if self.offset >= 0 else first
         self._queue = await channel.get_queue(self.stream, ensure=False)
         self._tag = await self._queue.consume(self._on_message, arguments=self._arguments)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AmqpDsn, Field, ValidationError, field_validator
+from pydantic import AmqpDsn, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topology.durations import parse_ms
@@ -22,6 +22,7 @@ ENV_PREFIX = "CRON_"
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 S = TypeVar("S", bound=BaseSettings)
+_AMQP_URL = TypeAdapter(AmqpDsn)
 #: ``scheme://user:password@`` anywhere in a text; the password ends at ``@``, ``/`` or a space.
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@/\s]+@", re.IGNORECASE)
 
@@ -41,6 +42,17 @@ def redact_url(url: str) -> str:
 def redact_urls(text: str) -> str:
     """Return ``text`` with the password of every URL in it replaced by ``***``."""
     return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def _amqp_url(url: str, place: int) -> str:
+    """One node's URL, normalised; the error names its place in the list, never its text."""
+    try:
+        return str(_AMQP_URL.validate_python(url))
+    except ValidationError:
+        raise ValueError(
+            f"URL {place} is not an amqp:// or amqps:// URL with a host "
+            "(separate several nodes with commas)"
+        ) from None
 
 
 def split_list(value: object) -> object:
@@ -67,9 +79,10 @@ class CronSettings(BaseSettings):
         description="TOML file of schedules (see examples/): the scheduler runs them; the "
         "monitor and failed.py read their retry plans.",
     )
-    amqp_url: AmqpDsn = Field(
-        AmqpDsn("amqp://guest:guest@localhost:5672/"),
-        description="RabbitMQ URL (amqp:// or amqps://).",
+    amqp_url: str = Field(
+        "amqp://guest:guest@localhost:5672/",
+        description="RabbitMQ URL (amqp:// or amqps://); for a cluster, the nodes' URLs "
+        "separated by commas, tried in turn, a lost connection moving to the next.",
         repr=False,
     )
     queue_type: Literal["classic", "quorum"] = Field(
@@ -120,6 +133,14 @@ class CronSettings(BaseSettings):
             raise ValueError("use letters, digits, '_', '.' or '-' (at most 100)")
         return value
 
+    @field_validator("amqp_url")
+    @classmethod
+    def _check_urls(cls, value: str) -> str:
+        urls = [url.strip() for url in value.split(",") if url.strip()]
+        if not urls:
+            raise ValueError("give a broker URL like amqp://user:password@host:5672/")
+        return ",".join(_amqp_url(url, place) for place, url in enumerate(urls, 1))
+
     @field_validator("history_max_age")
     @classmethod
     def _check_age(cls, value: str) -> str:
@@ -133,14 +154,14 @@ class CronSettings(BaseSettings):
         return value.upper() if isinstance(value, str) else value
 
     @property
-    def url(self) -> str:
-        """Broker URL as a string, password included: never log it."""
-        return str(self.amqp_url)
+    def urls(self) -> list[str]:
+        """The broker nodes' URLs in the order they are tried, passwords included: never log."""
+        return self.amqp_url.split(",")
 
     @property
     def safe_url(self) -> str:
-        """Broker URL with the password hidden, for logs and errors."""
-        return redact_url(self.url)
+        """Broker URL(s) with the passwords hidden, for logs and errors."""
+        return ",".join(redact_url(url) for url in self.urls)
 
     @property
     def history_max_age_seconds(self) -> int:

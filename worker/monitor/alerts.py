@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 import structlog
 
 from topology.records import FailedRecord
@@ -145,7 +146,7 @@ class AlertSender:
     def __init__(
         self,
         settings: MonitorSettings,
-        client: httpx.AsyncClient,
+        session: aiohttp.ClientSession,
         *,
         retry_base_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
@@ -153,7 +154,7 @@ class AlertSender:
         self.settings = settings
         self.pending = Digest()
         self.sent = 0
-        self._client = client
+        self._session = session
         self._clock = clock
         self._retry_base = retry_base_seconds
         self._backoff = retry_base_seconds
@@ -207,12 +208,8 @@ class AlertSender:
         url = self.settings.webhook
         assert url is not None
         try:
-            response = await self._client.post(
-                url,
-                json=digest.body(self.settings.namespace),
-                timeout=self.settings.alert_timeout_seconds,
-            )
-        except httpx.HTTPError as error:
+            status = await self._send(url, orjson.dumps(digest.body(self.settings.namespace)))
+        except (aiohttp.ClientError, TimeoutError) as error:
             log.warning(
                 "alert not delivered; retrying",
                 webhook=self.settings.safe_webhook,
@@ -220,10 +217,10 @@ class AlertSender:
                 failures=digest.failures,
             )
             return False
-        if not response.is_success:
+        if not 200 <= status < 300:
             log.warning(
                 "alert refused by the webhook; retrying",
-                status=response.status_code,
+                status=status,
                 webhook=self.settings.safe_webhook,
                 failures=digest.failures,
             )
@@ -231,6 +228,17 @@ class AlertSender:
         self.sent += 1
         ALERTS.labels(kind="webhook").inc()
         return True
+
+    async def _send(self, url: str, body: bytes) -> int:
+        async with self._session.post(
+            url,
+            data=body,
+            headers={"Content-Type": "application/json"},
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=self.settings.alert_timeout_seconds),
+        ) as response:
+            await response.read()
+            return response.status
 
     async def flush(self) -> None:
         """On shutdown, try once to send what is pending; log what could not be sent."""

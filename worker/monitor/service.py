@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 
-import httpx
+import aiohttp
 import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
@@ -28,6 +28,7 @@ from topology.plan import RetryPlan
 from topology.records import FailedRecord, read_record
 from topology.schedules.load import Schedule
 from worker.monitor.alerts import AlertSender, Condition
+from worker.monitor.dashboard import Dashboard
 from worker.monitor.settings import MonitorSettings
 from worker.monitor.silence import SuccessWatch
 from worker.monitor.status import StatusKeeper
@@ -62,6 +63,11 @@ class Monitor:
         self.watch = QueueWatch(settings, plans, clock)
         self.keeper = StatusKeeper(settings, [s.name for s in schedules])
         self.silence = SuccessWatch(schedules, self.keeper)
+        #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
+        self.dashboard: Dashboard | None = None
+        if settings.dashboard_port:
+            watched = self.watch
+            self.dashboard = Dashboard(settings, schedules, self.keeper, lambda: watched.plan_keys)
         self.sender: AlertSender | None = None
         self._retry_base = retry_base_seconds
         self._stop = asyncio.Event()
@@ -81,9 +87,10 @@ class Monitor:
             connection = await connect(self.settings, "warren-monitor")
             self._connection = connection
             stack.push_async_callback(connection.close)
-            client = httpx.AsyncClient(follow_redirects=False)
-            stack.push_async_callback(client.aclose)
-            sender = AlertSender(self.settings, client, retry_base_seconds=self._retry_base)
+            # The alert webhook is the operator's own: a proxy in the environment is honoured.
+            session = aiohttp.ClientSession(trust_env=True)
+            stack.push_async_callback(session.close)
+            sender = AlertSender(self.settings, session, retry_base_seconds=self._retry_base)
             self.sender = sender
             await self._serve(connection, sender)
         log.info("monitor stopped")
@@ -95,6 +102,8 @@ class Monitor:
         topology = await declare_topology(channel, self.names, settings)
         await self.keeper.start(connection)
         tag = await topology.monitor.consume(self._on_message)
+        if self.dashboard is not None:
+            await self.dashboard.start(connection)
         background = [
             asyncio.create_task(sender.run()),
             asyncio.create_task(self._poll(connection)),
@@ -112,6 +121,8 @@ class Monitor:
         await self._finish(background, sender)
 
     async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+        if self.dashboard is not None:
+            await self.dashboard.stop()
         # Before the cancels: a broker call cancelled half-way can cost the connection.
         try:
             await self.keeper.stop()
@@ -134,6 +145,8 @@ class Monitor:
         else:
             self._report_failure(record)
             self.watch.learn(message.headers, record.routing_key)
+            if self.dashboard is not None:
+                self.dashboard.failed.learn(record)
         await message.ack()
 
     def _report_failure(self, record: FailedRecord) -> None:

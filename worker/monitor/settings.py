@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, HttpUrl
+from pydantic import Field, HttpUrl, SecretStr
 
 from topology.runtime.settings import CronSettings
 
@@ -39,6 +39,27 @@ class MonitorSettings(CronSettings):
     )
     stalled_margin_seconds: float = Field(
         60.0, ge=0, description="A retry queue head older than its TTL plus this is stalled."
+    )
+
+    dashboard_port: int = Field(
+        0, ge=0, le=65535, description="Port of the dashboard web page; 0 serves none."
+    )
+    dashboard_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="Address the dashboard listens on; 0.0.0.0 inside a container.",
+    )
+    dashboard_token: SecretStr | None = Field(
+        None,
+        description="Token that unlocks the dashboard's actions; none: the dashboard is read-only.",
+        repr=False,
+    )
+    dashboard_refresh_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="How often the dashboard reads the whole failed queue again (new "
+        "failures and its own actions show at once).",
     )
 
     @property

@@ -45,6 +45,8 @@ class StatusKeeper:
         self.changed = False
         #: Folds written so far: a test or a probe sees the keeper advance.
         self.saved = 0
+        #: Set on each pause or resume followed: the dashboard waits on it after its own.
+        self.control_changed = asyncio.Event()
         self._known = list(known)
         self._store: LatestMessage | None = None
         self._history: StreamFollower | None = None
@@ -111,6 +113,7 @@ class StatusKeeper:
             if event.type == "resumed" and event.schedule is not None:
                 self.resumed[event.schedule] = event.at
         self.changed = True
+        self.control_changed.set()
 
     def _gauges(self) -> None:
         for name in {*self._known, *self.fold.schedules, *self.pauses}:

@@ -1,0 +1,249 @@
+"""A three-node cluster, quorum queues: nodes die, stop, freeze and restart while tasks flow.
+
+The oracle is the ledger: every task published is completed or failed as its kind says,
+none is lost, and a task that ran twice has a cause the ledger can name. Workers, schedulers
+and the publisher are given every node (``CRON_AMQP_URL``, comma-separated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from chaoslib.ledger import Fate, Ledger
+from chaoslib.private_broker import NET_TICKTIME_SECONDS, PrivateBroker, release
+from chaoslib.private_broker import available as private_broker_available
+from chaoslib.private_cluster import PrivateCluster
+from chaoslib.processes import Proc, Procs, base_env
+from chaoslib.scenario import StillInFlight
+from chaoslib.waits import eventually
+from chaoslib.workload import ledger_envelope, workload
+
+from tests.conftest import TestBroker, _namespace
+from tests.faults.harness import ClusterScenario
+from tests.faults.test_scheduler_faults import (
+    LEADING,
+    STANDING_BY,
+    fires_report,
+    more_fires,
+    schedules_file,
+    spawn_scheduler,
+)
+from topology.broker.connect import connect
+from topology.runtime.settings import CronSettings
+
+pytestmark = [pytest.mark.faults, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
+    """Three joined nodes of the run's release, removed after the module's tests."""
+    if not private_broker_available():
+        pytest.fail("rabbitmq-server is not installed: cluster tests need private nodes")
+    made = PrivateCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        made.start()
+        yield made
+    finally:
+        made.remove()
+
+
+@pytest.fixture
+def whole(cluster: PrivateCluster) -> Iterator[PrivateCluster]:
+    """The cluster with every node running, thawed and joined, before and after the test."""
+    for node in cluster.nodes:
+        node.thaw()
+    cluster.heal()
+    yield cluster
+    for node in cluster.nodes:
+        node.thaw()
+    cluster.heal()
+
+
+@pytest.fixture
+async def scenario(
+    whole: PrivateCluster, ledger: Ledger, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[ClusterScenario]:
+    """A quorum-queue scenario on the cluster; its processes are killed afterwards."""
+    settings = CronSettings(amqp_url=whole.url, heartbeat_seconds=2)
+    connection = await connect(settings, f"test:{request.node.name}", log_outages=False)
+    broker = TestBroker(whole.url, _namespace(request.node), connection)
+    broker.queue_type = "quorum"
+    procs = Procs(tmp_path, base_env(whole.url, broker.names.namespace, ledger.path))
+    made = ClusterScenario(whole, broker, ledger, procs)
+    try:
+        yield made
+    finally:
+        procs.kill_all()
+        await made.close()
+        whole.restart_all()
+        await connection.close()
+        await broker.cleanup()
+
+
+def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
+    """``CRON_AMQP_URL`` listing every node, ``first`` first: a process connects there."""
+    others = [node.url for node in cluster.nodes if node is not first]
+    return ",".join([first.url, *others])
+
+
+async def workers_on(scenario: ClusterScenario, node: PrivateBroker, count: int = 2) -> list[Proc]:
+    """``count`` worker processes connected to ``node`` (and given the others after it)."""
+    url = first_node_url(scenario.node, node)
+    return [await scenario.worker(CRON_AMQP_URL=url) for _ in range(count)]
+
+
+async def flowing(scenario: ClusterScenario, tasks: int = 60, attempts: int = 10) -> None:
+    """Publish a mixed workload of half-second tasks and wait until ``attempts`` ran."""
+    await scenario.publish(workload(tasks, 7, seconds=0.3))
+    await eventually(lambda: scenario.ledger.count_attempts() >= attempts, 60)
+
+
+async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
+    """Twenty more tasks complete on the same workers, and the ledger finds nothing lost."""
+    later = [ledger_envelope("ok") for _ in range(20)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check(timeout=120)
+    assert all(worker.alive() for worker in workers), "a worker died with its node"
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+async def test_workers_move_to_another_node_when_theirs_is_killed(
+    scenario: ClusterScenario,
+) -> None:
+    """kill -9 of the node the workers use: they reconnect to the next node, nothing lost."""
+    await scenario.prepare()
+    victim = scenario.node.nodes[0]
+    workers = await workers_on(scenario, victim)
+    await flowing(scenario)
+    await asyncio.to_thread(victim.kill)
+    await nothing_lost(scenario, workers)
+
+
+#: RabbitMQ 3.10 can leave tasks settled or dead-lettered as a quorum leader dies stuck in the
+#: main queue (README, "What is not guaranteed"); 4.0 passed.
+STUCK_ON_3_10 = pytest.mark.xfail(
+    release() == "3",
+    reason="3.10 leaves tasks stuck in the main queue after its leader dies",
+    raises=StillInFlight,
+    strict=False,
+)
+
+
+@STUCK_ON_3_10
+async def test_killing_the_main_queue_leader_loses_nothing(scenario: ClusterScenario) -> None:
+    """kill -9 of the quorum leader of the main queue: a follower leads, nothing lost."""
+    await scenario.prepare()
+    leader = await asyncio.to_thread(scenario.node.queue_leader, scenario.names.main_queue)
+    follower = next(node for node in scenario.node.nodes if node is not leader)
+    workers = await workers_on(scenario, follower)
+    await flowing(scenario)
+    await asyncio.to_thread(leader.kill)
+    await nothing_lost(scenario, workers)
+    assert (
+        await asyncio.to_thread(scenario.node.queue_leader, scenario.names.main_queue) is not leader
+    )
+
+
+async def test_a_node_stopped_and_started_again_rejoins(scenario: ClusterScenario) -> None:
+    """A clean stop of the workers' node, then its start: it rejoins, nothing lost."""
+    await scenario.prepare()
+    node = scenario.node.nodes[1]
+    workers = await workers_on(scenario, node)
+    await flowing(scenario)
+    await asyncio.to_thread(node.stop)
+    await eventually(lambda: scenario.ledger.count_attempts() >= 30, 60)
+    await asyncio.to_thread(node.start)
+    await eventually(lambda: len(scenario.node.members()) == 3, 60)
+    await nothing_lost(scenario, workers)
+
+
+async def test_a_node_frozen_past_the_net_tick_time_loses_nothing(
+    scenario: ClusterScenario,
+) -> None:
+    """kill -STOP of the workers' node past the net tick time (cut off from its peers), then
+    -CONT: the workers move on, nothing is lost, and once the node is restarted (what a
+    frozen node's partition needs, see ``PrivateCluster.heal``) the cluster is whole."""
+    await scenario.prepare()
+    node = scenario.node.nodes[2]
+    workers = await workers_on(scenario, node)
+    await flowing(scenario)
+    node.freeze()
+    try:
+        await asyncio.sleep(NET_TICKTIME_SECONDS * 2)  # the others declare it down
+    finally:
+        node.thaw()
+    await nothing_lost(scenario, workers)
+    await asyncio.to_thread(scenario.node.heal)
+    await eventually(scenario.node.whole, 120, interval=2)
+    await nothing_lost(scenario, workers)
+
+
+@STUCK_ON_3_10
+async def test_a_rolling_restart_while_tasks_flow_loses_nothing(
+    scenario: ClusterScenario,
+) -> None:
+    """Each node in turn stopped and started while tasks are published: nothing lost."""
+    await scenario.prepare()
+    workers = [await scenario.worker() for _ in range(2)]
+    publishing = asyncio.create_task(scenario.publish(workload(150, 11, seconds=0.1), rate=5))
+    for node in scenario.node.nodes:
+        await asyncio.to_thread(node.stop)
+        await asyncio.to_thread(node.start)
+        await eventually(lambda: len(scenario.node.members()) == 3, 60, interval=1)
+    await publishing
+    await nothing_lost(scenario, workers)
+
+
+async def test_a_standby_scheduler_leads_when_the_leaders_node_is_killed(
+    scenario: ClusterScenario, tmp_path: Path
+) -> None:
+    """The leader's lock queue lives on its node: kill -9 of that node frees it, the standby
+    (on another node) leads within seconds, no fire is missing and none runs twice unseen."""
+    await scenario.prepare()
+    first, second = scenario.node.nodes[0], scenario.node.nodes[1]
+    await scenario.worker(CRON_AMQP_URL=first_node_url(scenario.node, second))
+    path = schedules_file(tmp_path)
+    leader = await spawn_scheduler(scenario, path).ready()  # every node, the first first
+    on_second = first_node_url(scenario.node, second)
+    standby = await spawn_scheduler(scenario, path, STANDING_BY, CRON_AMQP_URL=on_second).ready()
+    await more_fires(scenario)
+    await asyncio.to_thread(first.kill)
+    await standby.wait_log(LEADING, timeout=60)
+    await more_fires(scenario)
+    report, times = await fires_report(scenario)
+    assert (report.lost, report.unexpected) == ([], []), report.table()
+    assert len(report.unexplained) <= 1, report.table()  # as above: the takeover's one fire
+    assert len(times) >= 5
+    assert leader.alive()
+
+
+async def test_a_standby_scheduler_leads_when_the_leaders_node_is_cut_off(
+    scenario: ClusterScenario, tmp_path: Path
+) -> None:
+    """The leader's node frozen past the net tick time: the others drop its lock queue, the
+    standby leads; the old leader, fenced with its node, publishes nothing twice unseen."""
+    await scenario.prepare()
+    first, second = scenario.node.nodes[0], scenario.node.nodes[1]
+    on_second = first_node_url(scenario.node, second)
+    await scenario.worker(CRON_AMQP_URL=on_second)
+    path = schedules_file(tmp_path)
+    await spawn_scheduler(scenario, path).ready()  # on the first node
+    standby = await spawn_scheduler(scenario, path, STANDING_BY, CRON_AMQP_URL=on_second).ready()
+    await more_fires(scenario)
+    first.freeze()
+    try:
+        await standby.wait_log(LEADING, timeout=60)
+        await more_fires(scenario)
+    finally:
+        first.thaw()
+    await asyncio.to_thread(scenario.node.heal)
+    await more_fires(scenario)
+    report, times = await fires_report(scenario)
+    assert (report.lost, report.unexpected) == ([], []), report.table()
+    # A takeover may repeat the one fire confirmed before the old leader stored its
+    # watermark (at least once, as for a killed scheduler); never more than that one.
+    assert len(report.unexplained) <= 1, report.table()
+    assert len(times) >= 8

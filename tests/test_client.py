@@ -1,0 +1,115 @@
+"""The client API against a real broker: idempotency keys, the sync client, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import TestBroker
+from tests.helpers import Recorder, registry
+from topology.client import BrokerUnavailable, Client, Enqueued, SyncClient
+from topology.client.keys import key_digest
+from topology.errors import SettingsError, TopologyError
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def key_queues(broker: TestBroker) -> AsyncIterator[list[str]]:
+    """Idempotency keys a test uses; their queues are deleted afterwards."""
+    keys: list[str] = []
+    yield keys
+    channel = await broker.channel()
+    for key in keys:
+        await channel.queue_delete(broker.names.key_queue(key_digest(key)))
+    await channel.close()
+
+
+async def test_concurrent_enqueues_with_one_key_send_one_task(
+    broker: TestBroker, client: Client, run_worker: Any, key_queues: list[str]
+) -> None:
+    """Five enqueues race with one key: one run id, one sent, four told it was a repeat."""
+    key_queues.append("invoice-42")
+    recorder = Recorder()
+    worker = await run_worker(registry(job=recorder))
+    sent = await asyncio.gather(*(client.enqueue("job", key="invoice-42") for _ in range(5)))
+    assert {done.run_id for done in sent} == {"key:invoice-42"}
+    assert sorted(done.created for done in sent) == [False] * 4 + [True]
+    await recorder.wait_calls(1)
+    await worker.join()
+    assert [ctx.run_id for _, ctx in recorder.calls] == ["key:invoice-42"]
+
+
+async def test_a_key_is_remembered_across_clients(
+    broker: TestBroker, client: Client, key_queues: list[str]
+) -> None:
+    """Another client, later, with the same key sends nothing: the broker holds the key."""
+    key_queues.append("signup:7")
+    first = await client.enqueue("job", key="signup:7", delay=60)
+    async with Client(broker.settings()) as other:
+        again = await other.enqueue("job", key="signup:7")
+    assert (first.created, again.created, again.run_id) == (True, False, first.run_id)
+    assert await broker.depth(broker.names.main_queue) == 0
+
+
+async def test_a_key_whose_task_was_not_sent_is_free_again(
+    broker: TestBroker, client: Client, key_queues: list[str]
+) -> None:
+    """A publish that fails (its retry queue exists with other arguments) frees the key."""
+    key_queues.append("retry-me")
+    broker.plan_keys.add("7s")
+    channel = await broker.channel()
+    await channel.declare_queue(broker.names.retry_queue("7s"), durable=True)
+    await channel.close()
+    with pytest.raises(TopologyError, match="exists with other arguments"):
+        await client.enqueue("job", key="retry-me", plan="7s")
+    assert (await client.enqueue("job", key="retry-me")).created
+
+
+def enqueue_in_thread(settings: Any) -> Enqueued:
+    """Use a SyncClient from a plain thread, as a Flask view or a script would."""
+    results: list[Enqueued] = []
+
+    def body() -> None:
+        with SyncClient(settings) as client:
+            results.append(client.enqueue("job", {"n": 1}))
+            results.append(client.enqueue("job", {"n": 2}, delay=1))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    return results[0]
+
+
+async def test_the_sync_client_works_from_a_plain_thread(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """No event loop in the caller: the task is confirmed, run, and the delayed one too."""
+    recorder = Recorder()
+    worker = await run_worker(registry(job=recorder))
+    settings = broker.settings()
+    broker.plan_keys.update(step.key for step in settings.default_plan().suffixes())
+    done = await asyncio.to_thread(enqueue_in_thread, settings)
+    await recorder.wait_calls(2)
+    await worker.join()
+    assert done.run_id == recorder.calls[0][1].run_id
+    assert len(recorder.calls) == 2
+
+
+async def test_an_unreachable_broker_is_a_clear_error(broker: TestBroker) -> None:
+    """Nothing listens at the URL: BrokerUnavailable names the address and what to do."""
+    settings = broker.settings(amqp_url="amqp://guest:guest@127.0.0.1:1/")
+    with pytest.raises(BrokerUnavailable, match=r"127\.0\.0\.1:1/.*CRON_AMQP_URL"):
+        await Client(settings).enqueue("job")
+
+
+def test_an_unknown_queue_type_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client built from the environment names the bad variable."""
+    monkeypatch.setenv("CRON_QUEUE_TYPE", "fast")
+    with pytest.raises(SettingsError, match="CRON_QUEUE_TYPE"):
+        Client()

@@ -1,0 +1,237 @@
+"""The dashboard in a real browser, over a running worker, scheduler and monitor."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from chaoslib.waits import eventually
+from playwright.async_api import Browser, Page, async_playwright
+
+from tests.dashboard import (
+    CHROMIUM,
+    SCHEDULES,
+    SCRIPT_TASK,
+    TOKEN,
+    Stack,
+    act_on,
+    bad,
+    free_port,
+    good,
+    log_in,
+    shot,
+)
+from tests.helpers import history, registry, wait_history
+from tests.scheduling import write_schedules
+from topology.schedules.control import read_pauses
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Chromium; a machine without it fails the test (scripts/test.sh installs it)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/test.sh does)")
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    """A fresh browser tab (its own cookies)."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 900})
+    yield await context.new_page()
+    await context.close()
+
+
+@pytest.fixture
+async def stack(
+    broker: Any, run_worker: Any, run_monitor: Any, schedulers: Any, tmp_path: Path
+) -> Any:
+    """Start the whole system; ``await stack(token)`` serves the dashboard (read-only
+    without a token)."""
+
+    async def start(token: str | None) -> Stack:
+        path = tmp_path / "schedules.toml"
+        schedules = write_schedules(broker, path, SCHEDULES)
+        await run_worker(registry(good=good, bad=bad))
+        await schedulers.start(path)
+        monitor = await run_monitor(
+            schedules=schedules.schedules,
+            schedules_file=path,
+            dashboard_port=free_port(),
+            dashboard_token=token,
+            monitor_interval_seconds=1,
+        )
+        assert monitor.dashboard is not None and monitor.dashboard.url is not None
+        return Stack(broker, schedules, monitor, monitor.dashboard.url)
+
+    return start
+
+
+async def test_every_page_shows_the_running_system_and_refuses_actions_when_read_only(
+    stack: Any, page: Page
+) -> None:
+    """Overview, schedules, runs, a run, failed and a record show real data; a task name
+    holding a script tag is shown as text; without a token every action is refused."""
+    system: Stack = await stack(None)
+    broken = await system.trigger("broken")
+    odd = await system.trigger("odd-name")
+    await system.failed_records(2)
+    dashboard = system.monitor.dashboard
+    assert dashboard is not None
+    await eventually(lambda: dashboard.activity.workers, 20, what="an attempt of tick seen")
+
+    await page.goto(system.url)
+    names = system.broker.names
+    await page.get_by_title(names.main_queue, exact=True).wait_for()
+    assert await page.locator("svg.chart rect").count() > 0
+    assert await page.get_by_role("cell", name=socket.gethostname()).count() >= 1
+    assert await page.get_by_role("cell", name="permanent-error").count() == 1
+    await shot(page, "overview")
+
+    await page.goto(system.url + "schedules")
+    assert await page.locator("tr[data-schedule]").count() == 4
+    tick = page.locator('tr[data-schedule="tick"]')
+    await tick.get_by_text("succeeded").wait_for()
+    assert await page.get_by_role("button", name="Pause").count() == 0  # read-only
+    await shot(page, "schedules")
+
+    await page.goto(system.url + "failed")
+    await page.get_by_text(SCRIPT_TASK, exact=True).wait_for()
+    assert await page.locator("main script").count() == 0
+    assert "pwned" not in await page.title()
+    await shot(page, "failed")
+
+    await page.get_by_role("link", name=odd).click()
+    await page.locator("dd", has_text=SCRIPT_TASK).first.wait_for()
+    await page.get_by_text("unknown-task").first.wait_for()
+    assert "pwned" not in await page.title()
+    await shot(page, "record")
+
+    await page.goto(system.url + "runs/" + broken)
+    timeline = page.locator("ol.timeline")
+    await timeline.get_by_text("triggered").wait_for()
+    await timeline.get_by_text("attempt 1").wait_for()
+    await timeline.get_by_text("the database said no").first.wait_for()
+    await shot(page, "run")
+
+    await page.goto(system.url + "runs?schedule=tick")
+    await page.get_by_role("link", name="tick@", exact=False).first.wait_for()
+    await shot(page, "runs")
+
+    refused = await page.request.post(system.url + "schedules/nightly/pause", form={"why": "try"})
+    assert refused.status == 403
+    assert "read-only" in await refused.text()
+    assert await read_pauses(system.broker.connection, names) == {}
+
+
+async def test_trigger_pause_and_resume_by_clicks_change_the_broker_and_the_history(
+    stack: Any, page: Page
+) -> None:
+    """A logged-in user's clicks pause and resume a schedule in the control stream and
+    trigger a run; each action is in the history with who and why; a form without the
+    session's CSRF token, or from another site, is refused."""
+    system: Stack = await stack(TOKEN)
+    await log_in(page, system.url)
+    await page.goto(system.url + "schedules")
+    names = system.broker.names
+
+    await act_on(page, "nightly", "Pause", "db migration")
+    await page.locator("p.note").get_by_text("paused nightly").wait_for()
+    pause = (await read_pauses(system.broker.connection, names))["nightly"]
+    assert (pause.reason, pause.by) == ("db migration", "alice@dashboard (127.0.0.1)")
+    await page.locator('tr[data-schedule="nightly"]').get_by_text("db migration").wait_for()
+    await shot(page, "schedules-paused")
+
+    await act_on(page, "nightly", "Resume", "migration done")
+    await page.locator("p.note").get_by_text("resumed nightly").wait_for()
+    assert "nightly" not in await read_pauses(system.broker.connection, names)
+
+    await act_on(page, "broken", "Trigger now", "checking the fix")
+    await page.locator("p.note").get_by_text("triggered broken: run broken@manual-").wait_for()
+    await system.failed_records(1)
+    events = await wait_history(
+        system.broker,
+        lambda found: {"paused", "resumed", "triggered"} <= {e.type for e in found},
+        "the three actions in the history",
+    )
+    acts = {e.type: e for e in events if e.type in ("paused", "resumed", "triggered")}
+    assert {e.get("by") for e in acts.values()} == {"alice@dashboard (127.0.0.1)"}
+    assert acts["resumed"].get("reason") == "migration done"
+    assert acts["triggered"].get("reason") == "checking the fix"
+
+    forged = await page.request.post(
+        system.url + "schedules/nightly/pause", form={"why": "x", "csrf": "guess"}
+    )
+    assert forged.status == 403 and "out of date" in await forged.text()
+    csrf = await page.locator('input[name="csrf"]').first.get_attribute("value")
+    elsewhere = await page.request.post(
+        system.url + "schedules/nightly/pause",
+        form={"why": "x", "csrf": csrf or ""},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert elsewhere.status == 403
+    assert "nightly" not in await read_pauses(system.broker.connection, names)
+
+    # A client with the token in a header needs no session and gets a line of text back.
+    async with aiohttp.ClientSession() as client:
+        pause_url = system.url + "schedules/tick/pause"
+        async with client.post(pause_url, data={"why": "from a script"}) as anonymous:
+            assert anonymous.status == 403
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        async with client.post(pause_url, data={"why": "from a script"}, headers=bearer) as api:
+            assert api.status == 200 and (await api.text()).startswith("paused tick")
+    tick = (await read_pauses(system.broker.connection, names))["tick"]
+    assert (tick.by, tick.reason) == ("api@dashboard (127.0.0.1)", "from a script")
+
+
+async def test_replay_and_purge_by_clicks_move_failed_records_after_a_counted_confirmation(
+    stack: Any, page: Page
+) -> None:
+    """A record's detail hides its secret header; replaying one record and purging a
+    filter's matches each show the count first, then move exactly those records."""
+    system: Stack = await stack(TOKEN)
+    runs = [await system.trigger("broken") for _ in range(3)]
+    await system.failed_records(3)
+    await log_in(page, system.url)
+
+    await page.goto(system.url + "failed?text=" + runs[0])
+    await page.get_by_role("link", name=runs[0]).click()
+    await page.get_by_text("***").first.wait_for()
+    assert "hunter2" not in await page.content()
+    await page.get_by_role("link", name="Replay…").click()
+    assert await page.locator("#count").inner_text() == "1"
+    await shot(page, "confirm-replay")
+    await page.get_by_label("Why?").fill("fixed the database")
+    await page.get_by_role("button", name="Replay 1 record(s)").click()
+    await page.locator("p.note").get_by_text("replayed 1 of 1 record(s)").wait_for()
+    replayed = await wait_history(
+        system.broker,
+        lambda found: any(e.type == "replayed" for e in found),
+        "a replayed event",
+    )
+    [event] = [e for e in replayed if e.type == "replayed"]
+    assert (event.run_id, event.get("by")) == (runs[0], "alice@dashboard (127.0.0.1)")
+    assert event.get("reason") == "fixed the database"
+    # The replayed task fails again (its handler still does): three records, one replayed.
+    await system.failed_records(3)
+
+    await page.goto(system.url + "failed?schedule=broken")
+    await page.get_by_role("link", name="Purge 3 matching…").click()
+    assert await page.locator("#count").inner_text() == "3"
+    await page.get_by_label("Why?").fill("not needed any more")
+    await page.get_by_role("button", name="Purge 3 record(s)").click()
+    await page.locator("p.note").get_by_text("purged 3 of 3 record(s)").wait_for()
+    assert await system.broker.depth(system.broker.names.failed_queue) == 0
+    await page.get_by_text("no record matches").wait_for()
+    purged = [e for e in await history(system.broker) if e.type == "purged"]
+    assert sorted(str(e.run_id) for e in purged) == sorted(runs)
+    assert {e.get("reason") for e in purged} == {"not needed any more"}

@@ -1,0 +1,110 @@
+"""What the dashboard's pages make of domain data, checked without a broker or a browser."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
+
+import orjson
+
+from topology.failed.select import RecordFilter, exact
+from topology.history.events import Event
+from topology.records import record_from
+from worker.monitor.dashboard.activity import Activity
+from worker.monitor.dashboard.recent import RecentRuns
+from worker.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
+
+NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+
+
+def attempt(at: datetime, outcome: str, host: str = "w1", pid: int = 7) -> Event:
+    """An attempt event as the history stream holds it."""
+    data = {"type": "attempt", "outcome": outcome, "host": host, "pid": pid}
+    return Event("attempt", at, 0, "r@x", "s", data)
+
+
+def test_a_page_number_out_of_range_or_garbled_shows_the_nearest_page() -> None:
+    """Paging never fails on a hand-edited query: 0, -1 and text show page 1, 99 the last."""
+    rows = list(range(120))
+    assert page_of(rows, "2", size=50).rows == rows[50:100]
+    assert page_of(rows, "99", size=50).number == 3
+    assert page_of(rows, "x", size=50).number == page_of(rows, "-1", size=50).number == 1
+    assert page_of([], None).pages == 1
+
+
+def test_the_chart_stacks_outcomes_and_scales_the_busiest_minute_to_full_height() -> None:
+    """Each minute's bars stack bottom up; the busiest minute fills the chart."""
+    minutes = [(1, Counter(succeeded=3, failed=1)), (2, Counter(succeeded=2)), (3, Counter())]
+    bars = chart(minutes)
+    assert sum(height for _, _, height in bars[0].parts) == CHART_HEIGHT
+    assert [series for series, _, _ in bars[0].parts] == ["succeeded", "failed"]
+    assert bars[1].parts == (("succeeded", CHART_HEIGHT // 2, CHART_HEIGHT // 2),)
+    assert bars[2].parts == ()
+
+
+def test_activity_counts_a_day_of_attempts_and_failures_and_forgets_older_ones() -> None:
+    """Attempts per minute by outcome, failures by reason and workers seen cover one day."""
+    activity = Activity()
+    old = NOW - timedelta(hours=30)
+    failed = Event("failed", NOW, 0, "r@x", "s", {"type": "failed", "reason": "timeout"})
+    activity.on_events([attempt(old, "succeeded", pid=1)], 0)
+    activity.on_events([attempt(NOW, "succeeded"), attempt(NOW, "lock-contended"), failed], 1)
+    [(_, counts)] = activity.per_minute(NOW, 1)
+    assert counts == Counter(succeeded=1, other=1)
+    assert activity.failures_by_reason(NOW) == [("timeout", 1)]
+    assert [(w.host, w.pid, w.attempts) for w in activity.workers_seen(NOW)] == [("w1", 7, 2)]
+    assert sum(sum(c.values()) for c in activity.attempts.values()) == 2
+
+
+def test_a_record_body_is_shown_with_its_secret_headers_hidden() -> None:
+    """An http task's Authorization header is hidden; a reference to a secret is kept."""
+    body = orjson.dumps(
+        {
+            "task": "http",
+            "payload": {
+                "url": "https://svc/hook",
+                "headers": {"Authorization": "Bearer hunter2", "X-Token": {"env": "TOKEN"}},
+            },
+        }
+    )
+    shown = shown_body(body)
+    assert "hunter2" not in shown and "***" in shown and '"env": "TOKEN"' in shown
+    assert shown_body(b"\xff<b>") == "\ufffd<b>"  # text is text; the page escapes it
+
+
+def test_the_text_filter_finds_any_field_and_an_exact_run_id_matches_only_itself() -> None:
+    """``text`` looks in run id, schedule, task, reason and error, in any case; ``exact``
+    takes pattern characters literally."""
+    record = record_from(
+        b'{"task": "report", "schedule": "nightly"}',
+        {"cron-reason": "handler-error", "cron-error": "DB Timeout", "cron-attempts": 2},
+        "final",
+        "main",
+        {"message_id": "nightly@[1]*"},
+    )
+    assert RecordFilter(text="db timeout").matches(record)
+    assert not RecordFilter(text="disk").matches(record)
+    assert RecordFilter(run_id=exact("nightly@[1]*")).matches(record)
+    assert not fnmatchcase("nightly@1-later", exact("nightly@1*"))
+
+
+def test_recent_runs_keep_the_last_of_each_schedule_and_the_notable_ones() -> None:
+    """Old plain successes leave; a failed run stays; a run seen without its start is no
+    whole story (the page reads that one from the stream)."""
+    recent = RecentRuns(per_schedule=2, notable=10)
+
+    def event(kind: str, run_id: str, **data: object) -> Event:
+        return Event(kind, NOW, 0, run_id, "s", {"type": kind, **data})
+
+    recent.on_events([event("fired", "s@1"), event("attempt", "s@1", outcome="failed")], 0)
+    for n in range(2, 6):
+        recent.on_events(
+            [event("fired", f"s@{n}"), event("attempt", f"s@{n}", outcome="succeeded")], n
+        )
+    recent.on_events([event("attempt", "s@0", outcome="succeeded")], 9)
+    assert set(recent.runs) == {"s@1", "s@5", "s@0"}
+    whole = recent.whole("s@1")
+    assert whole is not None and whole.outcome == "failed"
+    assert recent.whole("s@0") is None
+    assert [r.run_id for r in recent.newest(lambda run: run.outcome == "failed", 5)] == ["s@1"]

@@ -1,0 +1,152 @@
+"""Destination policy: the defaults as decisions, and the connect-time check on loopback only.
+
+Nothing here connects anywhere but loopback: the default deny list (link-local, metadata) is
+checked as a decision of the policy, and the check after DNS with deny rules on loopback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from ipaddress import ip_address
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.test_http import CTX
+from tests.webhook import Endpoint, serve
+from topology.errors import DestinationDenied, PermanentError, SettingsError
+from topology.runtime.settings import load_settings
+from worker.destinations import DestinationPolicy, Rules
+from worker.http import HttpHandler, http_options
+from worker.settings import WorkerSettings
+
+Handler = Callable[..., HttpHandler]
+
+
+def policy(allow: str = "", deny: str | None = None) -> DestinationPolicy:
+    """The policy of a worker with these CRON_HTTP_ALLOW / CRON_HTTP_DENY values."""
+    values: dict[str, Any] = {"http_allow": allow}
+    if deny is not None:
+        values["http_deny"] = deny
+    return WorkerSettings(**values).destination_policy()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"],
+)
+def test_link_local_and_metadata_addresses_are_denied_by_default(address: str) -> None:
+    """Cloud metadata and link-local addresses, literal or resolved, are refused by default."""
+    assert not policy().permits("metadata.internal", ip_address(address.partition("%")[0]))
+    with pytest.raises(DestinationDenied, match="refused"):
+        policy().check_host(address)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.1.2.3", "192.168.0.5", "8.8.8.8"])
+def test_private_loopback_and_public_addresses_are_allowed_by_default(address: str) -> None:
+    """Internal services are the usual target: only link-local and metadata are denied."""
+    assert policy().permits("svc", ip_address(address))
+
+
+@pytest.mark.parametrize(
+    ("allow", "deny", "host", "address", "permitted"),
+    [
+        ("", "*.corp.test", "db.corp.test", "10.0.0.1", True),  # names are checked before DNS
+        ("*.corp.test", "", "db.corp.test", "10.0.0.1", True),
+        ("*.corp.test", "", "corp.test", "10.0.0.1", False),  # a wildcard names what is below
+        ("*.corp.test", "", "evil.test", "10.0.0.1", False),
+        ("10.0.0.0/8", "", "evil.test", "10.0.0.1", True),  # allowed by the address connected
+        ("10.0.0.0/8", "", "evil.test", "11.0.0.1", False),
+        ("HOOKS.corp.test", "", "hooks.corp.test.", "10.0.0.1", True),  # case, root dot
+        ("*.corp.test", "10.0.0.0/8", "db.corp.test", "10.0.0.1", False),  # deny wins
+    ],
+)
+def test_allow_and_deny_rules(
+    allow: str, deny: str, host: str, address: str, permitted: bool
+) -> None:
+    """Names, wildcards and CIDRs; with allow rules a destination must match one."""
+    assert policy(allow, deny).permits(host, ip_address(address)) is permitted
+
+
+def test_a_denied_name_is_refused_before_it_is_resolved() -> None:
+    """A host name on the deny list fails without a DNS query."""
+    with pytest.raises(DestinationDenied, match=r"host db\.corp\.test"):
+        policy(deny="*.corp.test").check_host("DB.corp.test")
+
+
+@pytest.mark.parametrize(
+    ("value", "why"), [("10.0.0.0/33", "no CIDR"), ("a*b", "no host name"), ("x/8", "no host")]
+)
+def test_a_rule_that_means_nothing_stops_the_worker_at_start(
+    monkeypatch: pytest.MonkeyPatch, value: str, why: str
+) -> None:
+    """A typo in CRON_HTTP_DENY is a start-up error naming the variable and the entry."""
+    monkeypatch.setenv("CRON_HTTP_DENY", f"169.254.0.0/16,{value}")
+    with pytest.raises(SettingsError, match=f"CRON_HTTP_DENY: .*{why}"):
+        load_settings(WorkerSettings)
+
+
+def test_rules_parse_every_kind_of_entry() -> None:
+    """Host names, wildcards, addresses and CIDRs, IPv4 and IPv6."""
+    rules = Rules.parse(["Hooks.Test", "*.corp.test", "10.0.0.0/8", "fd00::1", "127.0.0.2"])
+    assert rules.names == {"hooks.test"} and rules.suffixes == (".corp.test",)
+    assert [str(n) for n in rules.networks] == ["10.0.0.0/8", "fd00::1/128", "127.0.0.2/32"]
+
+
+async def test_a_denied_literal_address_receives_nothing(http_handler: Handler) -> None:
+    """Deny 127.0.0.2/32, call 127.0.0.2: refused before anything is sent."""
+    with (
+        serve(Endpoint(), host="127.0.0.2") as endpoint,
+        pytest.raises(DestinationDenied, match=r"address 127\.0\.0\.2") as caught,
+    ):
+        await http_handler(http_deny="127.0.0.2/32")({"url": endpoint.url}, CTX)
+    assert endpoint.requests == [] and caught.value.reason == "destination-denied"
+
+
+async def test_a_name_resolving_to_a_denied_address_receives_nothing(http_handler: Handler) -> None:
+    """Deny loopback, call ``localhost``: the address after DNS is refused."""
+    with serve(Endpoint()) as endpoint:
+        url = endpoint.url.replace("127.0.0.1", "localhost")
+        with pytest.raises(DestinationDenied, match=r"localhost resolves only to .*127\.0\.0\.1"):
+            await http_handler(http_deny="127.0.0.0/8,::1")({"url": url}, CTX)
+    assert endpoint.requests == []
+
+
+async def test_a_numeric_host_that_means_a_denied_address_receives_nothing(
+    http_handler: Handler,
+) -> None:
+    """``http://2130706433/`` is 127.0.0.1 to the system's resolver: refused, nothing sent.
+
+    aiohttp 3.13+ refuses such a host itself; older ones resolve it, and the policy refuses
+    the address it resolves to."""
+    with serve(Endpoint()) as endpoint:
+        url = endpoint.url.replace("127.0.0.1", "2130706433")
+        with pytest.raises(PermanentError):
+            await http_handler(http_deny="127.0.0.0/8,::1")({"url": url}, CTX)
+    assert endpoint.requests == []
+
+
+async def test_an_allowed_name_still_connects(http_handler: Handler) -> None:
+    """With an allow list naming the host, the call goes through."""
+    with serve(Endpoint()) as endpoint:
+        url = endpoint.url.replace("127.0.0.1", "localhost")
+        call = http_handler(http_allow="localhost", http_deny="::1")
+        assert await call({"url": url}, CTX) == {"status": 200}
+        with pytest.raises(DestinationDenied):
+            await call({"url": endpoint.url}, CTX)
+    assert len(endpoint.requests) == 1
+
+
+@pytest.mark.parametrize(("deny", "warned"), [(None, False), ("10.0.0.0/8", True)])
+def test_a_deny_list_without_the_metadata_addresses_is_warned_about(
+    deny: str | None, warned: bool
+) -> None:
+    """Replacing CRON_HTTP_DENY without the defaults logs a warning naming what is reachable."""
+    settings = WorkerSettings() if deny is None else WorkerSettings(http_deny=deny)
+    with capture_logs() as logs:
+        http_options(settings)
+    warnings = [e for e in logs if "cloud metadata" in e["event"]]
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0]["reachable"] == ["169.254.169.254", "fd00:ec2::254"]

@@ -1,0 +1,117 @@
+"""The async client: enqueue tasks from an application, now, at a time or after a delay."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from typing import Any, Unpack
+
+from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
+
+from topology.broker.connect import connect, publish_channel
+from topology.client.keys import KeyClaims
+from topology.client.options import Enqueued, EnqueueOptions, one_off, plan_of
+from topology.declare import declare_topology
+from topology.envelope import Envelope, utcnow
+from topology.names import Names
+from topology.plan import RetryPlan
+from topology.publish import TaskPublisher
+from topology.runtime.settings import CronSettings, load_settings
+
+
+class Client:
+    """Enqueues tasks: one connection, confirmed mandatory publishes, plans declared once.
+
+    ``async with Client() as client: await client.enqueue("http", {...}, delay=90)``. Settings
+    come from the CRON_* environment unless given.
+    """
+
+    def __init__(self, settings: CronSettings | None = None, *, name: str = "warren-client"):
+        self.settings = settings or load_settings(CronSettings)
+        self._names = Names(self.settings.namespace)
+        self._name = name
+        self._default = self.settings.default_plan()
+        self._lock = asyncio.Lock()
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._publisher: TaskPublisher | None = None
+        self._keys: KeyClaims | None = None
+
+    async def __aenter__(self) -> Client:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Connect and declare the topology, once; ``BrokerUnavailable`` when unreachable."""
+        async with self._lock:
+            if self._publisher is None:
+                await self._open()
+
+    async def _open(self) -> None:
+        connection = await connect(self.settings, self._name)
+        try:
+            channel = await publish_channel(connection)
+            await self._ready(channel)
+        except BaseException:
+            await connection.close()
+            raise
+        self._connection = connection
+
+    async def _ready(self, channel: AbstractRobustChannel) -> None:
+        self._channel = channel
+        topology = await declare_topology(channel, self._names, self.settings)
+        queue_type = self.settings.queue_type
+        self._publisher = TaskPublisher(channel, topology.tasks, self._names, queue_type)
+        self._keys = KeyClaims(channel, self._names)
+
+    async def close(self) -> None:
+        """Close the connection; a later enqueue connects again."""
+        async with self._lock:
+            connection, self._connection = self._connection, None
+            self._publisher = self._keys = self._channel = None
+            if connection is not None:
+                await connection.close()
+
+    async def enqueue(
+        self, task: str, payload: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> Enqueued:
+        """Send one task to run now, ``at`` a time or after a ``delay``; returns its run id.
+
+        Returns once the broker confirmed it. With a ``key`` used before, nothing is sent and
+        ``created`` is False. Raises ``EnqueueError`` or ``PlanError`` for bad arguments,
+        ``BrokerUnavailable`` when the broker cannot be reached.
+        """
+        now = utcnow()
+        envelope = one_off(task, payload, options, now)
+        plan = plan_of(options, self._default)
+        await self.connect()
+        key = options.get("key")
+        if key is not None and not await self._claim(key, envelope.run_id):
+            return Enqueued(envelope.run_id, None, created=False)
+        try:
+            await self._send(envelope, plan, envelope.scheduled_for > now)
+        except BaseException:
+            with suppress(Exception):
+                await self._recover(key)
+            raise
+        return Enqueued(envelope.run_id, envelope.scheduled_for)
+
+    async def _send(self, envelope: Envelope, plan: RetryPlan, delayed: bool) -> None:
+        assert self._publisher is not None
+        await self._publisher.publish(envelope, plan, delayed)
+
+    async def _claim(self, key: str, run_id: str) -> bool:
+        assert self._keys is not None
+        return await self._keys.claim(key, run_id)
+
+    async def _recover(self, key: str | None) -> None:
+        """After a failed send: a fresh channel if the broker closed this one (a declaration
+        it refused does), then the key freed so that the caller may try again."""
+        async with self._lock:
+            if self._connection is not None and self._channel and self._channel.is_closed:
+                await self._ready(await publish_channel(self._connection))
+        if key is not None and self._keys is not None:
+            await self._keys.release(key)

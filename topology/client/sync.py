@@ -1,0 +1,70 @@
+"""The sync client: the async one on an event loop of its own, in a background thread.
+
+For code without an event loop (a Flask or Django view, a script, a worker thread): every
+call is handed to that loop and waited for, so any number of threads may share one client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar, Unpack
+
+from topology.client.client import Client
+from topology.client.options import Enqueued, EnqueueOptions
+from topology.runtime.settings import CronSettings
+
+T = TypeVar("T")
+
+
+class SyncClient:
+    """``with SyncClient() as client: client.enqueue("http", {...}, delay=90)``."""
+
+    def __init__(
+        self,
+        settings: CronSettings | None = None,
+        *,
+        name: str = "warren-client",
+        timeout: float = 30.0,
+    ) -> None:
+        self._client = Client(settings, name=name)
+        self._timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> SyncClient:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._loop.is_closed():
+            coroutine.close()
+            raise RuntimeError("this SyncClient is closed: make a new one")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(self._timeout)
+
+    def connect(self) -> None:
+        """Connect and declare the topology now rather than at the first enqueue."""
+        self._call(self._client.connect())
+
+    def enqueue(
+        self, task: str, payload: Any = None, **options: Unpack[EnqueueOptions]
+    ) -> Enqueued:
+        """``Client.enqueue``, waited for: returns once the broker confirmed the task."""
+        return self._call(self._client.enqueue(task, payload, **options))
+
+    def close(self) -> None:
+        """Close the connection and stop the background loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self._client.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(self._timeout)
+            self._loop.close()

@@ -1,0 +1,88 @@
+"""Each schedule's status row: the schedules file joined with the history fold and the pauses.
+
+``status.py`` prints these rows and the dashboard's schedules page shows them: one source,
+two faces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from topology.history.status import ScheduleState, StatusFold
+from topology.schedules.control import Pause
+from topology.schedules.load import Schedule, ScheduleSet
+from topology.schedules.timing import utc_text
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRow:
+    """One schedule's status; times in UTC, None where there is none."""
+
+    name: str
+    schedule: str
+    paused: bool
+    last_fire_at: datetime | None
+    last_outcome: str | None
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
+    next_fire_at: datetime | None
+    retrying: int
+    failed_records: int
+    expect_success_within: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as JSON values, times as ``2026-01-31T02:30:00Z``."""
+        values = (getattr(self, key) for key in self.__slots__)
+        return {
+            key: utc_text(value) if isinstance(value, datetime) else value
+            for key, value in zip(self.__slots__, values, strict=True)
+        }
+
+
+def fires_when(schedule: Schedule) -> str:
+    """How a schedule fires, as written in the file: its cron (and zone) or its interval."""
+    spec = schedule.spec
+    if spec.cron is None:
+        return f"every {spec.every}"
+    return f"{spec.cron} ({spec.timezone})" if spec.timezone else spec.cron
+
+
+def status_row(
+    schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
+) -> StatusRow:
+    """The row of one schedule."""
+    return StatusRow(
+        schedule.name,
+        fires_when(schedule),
+        paused,
+        state.last_fire_at,
+        state.last_outcome,
+        state.last_success_at,
+        state.last_failure_at,
+        None if paused else schedule.next_fire(now),
+        *counts,
+        schedule.spec.expect_success_within,
+    )
+
+
+def status_rows(
+    schedules: ScheduleSet | list[Schedule],
+    fold: StatusFold,
+    pauses: dict[str, Pause],
+    now: datetime,
+) -> list[StatusRow]:
+    """A row per schedule given (a whole file, or a page of it), in their order."""
+    chosen = schedules.schedules if isinstance(schedules, ScheduleSet) else schedules
+    counts, blank = fold.counts(), ScheduleState()
+    return [
+        status_row(
+            schedule,
+            fold.schedules.get(schedule.name, blank),
+            counts.get(schedule.name, (0, 0)),
+            schedule.name in pauses,
+            now,
+        )
+        for schedule in chosen
+    ]

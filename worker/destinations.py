@@ -1,0 +1,131 @@
+"""Where the ``http`` task may connect: ``CRON_HTTP_ALLOW`` and ``CRON_HTTP_DENY``.
+
+Anyone who can publish a task chooses its URL, so the worker checks the address it actually
+connects to, after DNS, not only the name in the URL: a name that resolves to a denied address
+is refused too. Each rule is a host name (``hooks.example.com``), a wildcard (``*.example.com``:
+any name below it, not the name itself) or an address or CIDR (``10.0.0.0/8``, ``fd00::1``).
+
+- A host name matching a deny rule, or an address in a denied network, is refused.
+- With allow rules, a destination must match one: its host name, or the address connected to.
+- Deny wins over allow. Without allow rules, everything not denied is allowed: internal
+  services (private and loopback addresses) are the usual target.
+
+Names in URLs are checked before anything is sent; addresses are checked twice: a literal
+address in the URL before sending (aiohttp does not resolve those), every name's addresses in
+the resolver (``worker.resolver``), which hands aiohttp only the permitted ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
+from typing import Any
+
+from topology.errors import DestinationDenied
+
+Address = IPv4Address | IPv6Address
+#: Link-local (cloud metadata at 169.254.169.254, IPv6 link-local) and EC2's IPv6 metadata.
+DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254")
+
+
+def literal_address(host: str) -> Address | None:
+    """The address a URL's host names literally (``127.0.0.1``, ``::1``), or None for a name."""
+    try:
+        return ip_address(host.partition("%")[0])
+    except ValueError:
+        return None
+
+
+def reached(address: Address) -> Address:
+    """The address a connection really reaches: ``::ffff:169.254.169.254`` is 169.254.169.254."""
+    mapped = address.ipv4_mapped if isinstance(address, IPv6Address) else None
+    return mapped or address
+
+
+def host_name(host: str) -> str:
+    """A host name as rules compare it: lower case, without the root's trailing dot."""
+    return host.rstrip(".").lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """One list of rules: exact names, wildcard suffixes and networks."""
+
+    names: frozenset[str]
+    suffixes: tuple[str, ...]
+    networks: tuple[Any, ...]
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> Rules:
+        """Rules from a setting's entries, or ``ValueError`` naming the entry that is wrong."""
+        names, suffixes, networks = set(), [], []
+        for entry in (e.strip() for e in entries):
+            if entry.startswith("*."):
+                suffixes.append(host_name(entry[1:]))
+            elif literal_address(entry.partition("/")[0]) is not None:
+                networks.append(_network(entry))
+            elif entry and "*" not in entry and "/" not in entry:
+                names.add(host_name(entry))
+            else:
+                raise ValueError(f"{entry!r} is no host name, *.domain, address or CIDR")
+        return cls(frozenset(names), tuple(suffixes), tuple(networks))
+
+    @property
+    def empty(self) -> bool:
+        """True when the list holds no rule."""
+        return not (self.names or self.suffixes or self.networks)
+
+    def match_name(self, name: str) -> bool:
+        """True when the host name is listed or lies below a wildcard."""
+        return name in self.names or name.endswith(self.suffixes)
+
+    def match_address(self, address: Address) -> bool:
+        """True when the address lies in a listed network."""
+        return any(address in network for network in self.networks)
+
+
+def _network(entry: str) -> Any:
+    try:
+        return ip_network(entry, strict=False)
+    except ValueError as error:
+        raise ValueError(f"{entry!r} is no CIDR ({error})") from None
+
+
+#: Hosts whose verdict a policy remembers: most workers call a handful of hosts, over and over.
+KNOWN_HOSTS = 4096
+
+
+class DestinationPolicy:
+    """Decides whether a host, and an address it resolved to, may be called."""
+
+    def __init__(self, allow: Rules, deny: Rules) -> None:
+        self.allow = allow
+        self.deny = deny
+        self._passed: set[str] = set()
+
+    def check_host(self, host: str) -> None:
+        """Refuse a URL's host before anything is sent: a denied name or literal address."""
+        if host in self._passed:
+            return
+        self._judge(host)
+        if len(self._passed) >= KNOWN_HOSTS:
+            self._passed.clear()
+        self._passed.add(host)
+
+    def _judge(self, host: str) -> None:
+        address = literal_address(host)
+        if address is not None:
+            if not self.permits(host, address):
+                raise DestinationDenied(f"address {address} is refused by CRON_HTTP_ALLOW/DENY")
+        elif self.deny.match_name(host_name(host)):
+            raise DestinationDenied(f"host {host_name(host)} is refused by CRON_HTTP_DENY")
+
+    def permits(self, host: str, address: Address) -> bool:
+        """True when ``address`` (which ``host`` resolved to) may be connected to."""
+        address = reached(address)
+        if self.deny.match_address(address):
+            return False
+        if self.allow.empty:
+            return True
+        return self.allow.match_name(host_name(host)) or self.allow.match_address(address)

@@ -1,0 +1,51 @@
+"""The dashboard's web application: routes of each page, static files, security headers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+
+STATIC = Path(__file__).parent / "static"
+#: No inline script or style, nothing from elsewhere, never inside another site's frame.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Each page module's ``add_routes``.
+Routes = Callable[[web.Application], None]
+
+
+@web.middleware
+async def secured(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Security headers on every answer; pages are never cached (they show live state)."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as error:  # redirects and errors: raised, with the headers too
+        _secure(request, error)
+        raise
+    _secure(request, response)
+    return response
+
+
+def _secure(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(SECURITY_HEADERS)
+    if not request.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "no-store"
+
+
+def create_app(routes: list[Routes]) -> web.Application:
+    """The application with every page's routes and the static files."""
+    app = web.Application(middlewares=[secured])
+    for add in routes:
+        add(app)
+    app.router.add_static("/static/", STATIC)
+    return app

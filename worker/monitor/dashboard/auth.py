@@ -1,0 +1,113 @@
+"""Who may act on the dashboard, and proof that a form was sent from the dashboard itself.
+
+Reading needs nothing. Acting needs ``CRON_DASHBOARD_TOKEN``: either a login (the form sets an
+HttpOnly, SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request.
+A form sent with the cookie must also carry the session's CSRF token and, when the browser
+says where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without
+a token configured the dashboard is read-only and refuses every action.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+COOKIE = "warren_session"
+#: Sessions kept at once; the oldest is forgotten first (its user logs in again).
+MAX_SESSIONS = 1000
+READ_ONLY = "the dashboard is read-only: set CRON_DASHBOARD_TOKEN on the monitor to allow actions"
+
+
+class Refused(Exception):
+    """An action refused; ``why`` is shown to the user."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who acts: the name given at login (``api`` for a bearer token) and their address."""
+
+    name: str
+    remote: str
+
+    @property
+    def by(self) -> str:
+        """How history and logs name them: ``alice@dashboard (127.0.0.1)``."""
+        return f"{self.name}@dashboard ({self.remote})"
+
+
+class Auth:
+    """Sessions of logged-in users, in memory: a restarted monitor asks them to log in again."""
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+        self._key = secrets.token_bytes(32)
+        self._sessions: dict[str, str] = {}
+
+    @property
+    def read_only(self) -> bool:
+        """True when no token is configured: no action is possible."""
+        return self.token is None
+
+    def _token_ok(self, given: str) -> bool:
+        return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def login(self, name: str, token: str) -> str | None:
+        """A new session id for ``name`` when ``token`` is right; None otherwise."""
+        if not self._token_ok(token):
+            return None
+        session = secrets.token_urlsafe(32)
+        self._sessions[session] = name.strip()[:40] or "someone"
+        if len(self._sessions) > MAX_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        return session
+
+    def logout(self, request: web.Request) -> None:
+        """Forget the request's session."""
+        self._sessions.pop(request.cookies.get(COOKIE, ""), None)
+
+    def user(self, request: web.Request) -> str | None:
+        """The logged-in user of the request's session cookie, if any."""
+        return self._sessions.get(request.cookies.get(COOKIE, ""))
+
+    def csrf(self, request: web.Request) -> str:
+        """The CSRF token of the request's session (empty without one)."""
+        session = request.cookies.get(COOKIE, "")
+        if session not in self._sessions:
+            return ""
+        return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
+
+    def actor(self, request: web.Request, form: Mapping[str, str]) -> Actor:
+        """Who sends this action, or ``Refused`` saying why it may not be done."""
+        remote = request.remote or "?"
+        if self.read_only:
+            raise Refused(READ_ONLY)
+        bearer = request.headers.get("Authorization", "")
+        if bearer.startswith("Bearer ") and self._token_ok(bearer.removeprefix("Bearer ")):
+            return Actor("api", remote)
+        same_site(request)
+        user = self.user(request)
+        if user is None:
+            raise Refused("log in with the dashboard token first (Log in, top right)")
+        if not hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request)):
+            raise Refused("the form is out of date or not from this dashboard: reload the page")
+        return Actor(user, remote)
+
+
+def same_site(request: web.Request) -> None:
+    """Refuse a form that the browser says another site sent."""
+    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+        raise Refused("a form from another site is refused")
+    origin = request.headers.get("Origin")
+    # The host alone: behind a TLS proxy the scheme differs from what the monitor sees.
+    if origin is not None and urlsplit(origin).netloc != request.host:
+        raise Refused(f"a form from {origin} is refused: open the dashboard at its own address")

@@ -1,0 +1,69 @@
+"""Secrets by reference: what ``{ env = "NAME" }`` and ``{ file = "/path" }`` resolve to.
+
+A reference comes from whoever can publish a task, so it may name only what the operator
+opened to tasks: environment variables listed in ``CRON_HTTP_SECRET_ENV`` and files under
+``CRON_HTTP_SECRET_DIR``. Otherwise a publisher could send the worker's own credentials (the
+broker URL, a cloud key) to a URL of its choosing. Secrets are read on every attempt, so a
+rotated file takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from topology.errors import SecretUnavailable
+from topology.webhook import SecretRef
+
+#: A secret larger than this is no header value: refuse rather than read a huge file.
+MAX_SECRET_BYTES = 65_536
+_SENDABLE = re.compile(r"^[\t\x20-\x7e]+$")
+
+
+class SecretSources:
+    """Resolves references against the variables and directory the operator opened."""
+
+    def __init__(
+        self,
+        directory: Path,
+        env_names: Sequence[str],
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self._directory = directory.resolve()
+        self._env_names = tuple(env_names)
+        self._environ = environ
+
+    def resolve(self, ref: SecretRef) -> str:
+        """The secret ``ref`` names, or ``SecretUnavailable`` saying why not."""
+        value = self._from_env(ref.env) if ref.env is not None else self._from_file(ref.file)
+        if not _SENDABLE.match(value):
+            raise SecretUnavailable(f"secret {ref} is empty or not printable ASCII on one line")
+        return value
+
+    def _from_env(self, name: str) -> str:
+        if not any(fnmatchcase(name, pattern) for pattern in self._env_names):
+            raise SecretUnavailable(
+                f"secret env {name}: not among CRON_HTTP_SECRET_ENV; list it there to use it"
+            )
+        if name not in self._environ:
+            raise SecretUnavailable(f"secret env {name}: not set in the worker's environment")
+        return self._environ[name]
+
+    def _from_file(self, name: str | None) -> str:
+        path = Path(str(name)).resolve()
+        if not path.is_relative_to(self._directory):
+            raise SecretUnavailable(
+                f"secret file {name}: outside CRON_HTTP_SECRET_DIR ({self._directory})"
+            )
+        try:
+            with path.open("rb") as file:
+                data = file.read(MAX_SECRET_BYTES + 1)
+        except OSError as error:
+            raise SecretUnavailable(f"secret file {name}: {error.strerror}") from None
+        if len(data) > MAX_SECRET_BYTES:
+            raise SecretUnavailable(f"secret file {name}: larger than {MAX_SECRET_BYTES} bytes")
+        # Files written by editors and `echo` end with a newline that is no part of the secret.
+        return data.decode("ascii", "replace").rstrip("\r\n")
