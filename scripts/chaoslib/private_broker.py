@@ -195,8 +195,13 @@ class PrivateBroker:
         return self
 
     def sync_metadata(self) -> None:
-        """Flush the metadata log: a queue declared under ~1 s ago may not survive kill -9."""
-        self.ctl("eval", "mnesia:sync_log().")
+        """Flush what a ``kill -9`` would lose of declarations made in the last seconds.
+
+        Mnesia's log holds the queue records; Ra's dets tables (its server directory and the
+        per-server term and vote) are saved every 0.5-5 s: a quorum queue declared since then
+        comes back from a kill -9 without a leader, and whatever is routed to it waits forever.
+        """
+        self.ctl("eval", "mnesia:sync_log(), [dets:sync(T) || T <- dets:all()].")
 
     def freeze(self) -> None:
         """``kill -STOP`` the VM: the node stops answering, even heartbeats."""
