@@ -17,7 +17,7 @@ from aiormq.abc import DeliveredMessage
 from topology.broker.connect import connect, publish_channel
 from topology.broker.underlay import underlay
 from topology.declare import declare_topology
-from topology.envelope import Envelope
+from topology.envelope import Envelope, utcnow
 from topology.errors import MessageDecodeError
 from topology.headers import H_REDELIVERED, attempt_number
 from topology.history.publisher import HistoryPublisher
@@ -188,16 +188,19 @@ class Worker:
             attempt = attempt_number(message.headers, self.names.main_queue)
             mark = await self._crashes.enter(message, attempt)
             envelope, result = await self._checked_attempt(message, attempt, mark)
+            # The attempt ends here, before its fate is settled: a failure record confirmed
+            # now can be replayed before the report, and the replay must come after it in time.
+            seconds, ended_at = time.monotonic() - started, utcnow()
             self._running.discard(task)
             self._settling.add(task)
             deadline = envelope.deadline if envelope else None
             verdict = decide(result, message.routing_key, deadline)
             run_id = envelope.run_id if envelope else message.message_id
             settled = await self._settle(message, verdict, attempt, run_id)
-            seconds = time.monotonic() - started
             failed = settled and verdict.action is Action.FAIL
+            status = result.http_status
             self._report.ended(
-                Ended(message, envelope, attempt, verdict, seconds, failed, result.http_status)
+                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status)
             )
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -36,7 +37,9 @@ class Ended:
     envelope: Envelope | None
     attempt: int
     verdict: Verdict
+    #: The attempt's own time, from delivery to the handler's end (its fate is settled later).
     seconds: float
+    at: datetime
     #: The task went to the failed queue (its record confirmed, or dead-lettered as ``final``).
     failed: bool = False
     http_status: int | None = None
@@ -77,6 +80,7 @@ class Reporter:
         history.emit(
             event(
                 "attempt",
+                at=end.at,
                 **ids,
                 replay=replay,
                 attempt=end.attempt,
@@ -92,6 +96,7 @@ class Reporter:
             history.emit(
                 event(
                     "failed",
+                    at=end.at,
                     **ids,
                     replay=replay,
                     reason=verdict.reason,
