@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from urllib.parse import urlsplit
 
+from aiormq.exceptions import ChannelNotFoundEntity
+
 from topology.broker.exclusive import plain_connection
 from topology.runtime.settings import CronSettings
 
@@ -55,6 +57,18 @@ def local_names(prefix: str, kind: str) -> list[str] | None:
     if result.returncode != 0:
         return None
     return [line for line in result.stdout.split("\n") if line.startswith(prefix)]
+
+
+async def exchange_exists(url: str, name: str) -> bool:
+    """True when exchange ``name`` exists; ``url`` may list a cluster's nodes."""
+    connection = await plain_connection(CronSettings(amqp_url=url), "test-cleanup", 10)
+    async with connection:
+        channel = await connection.channel()
+        try:
+            await channel.declare_exchange(name, passive=True)
+        except ChannelNotFoundEntity:
+            return False
+        return True
 
 
 async def delete_all(url: str, queues: list[str], exchanges: list[str]) -> None:

@@ -13,13 +13,19 @@ from typing import Any, Literal, Protocol, TypeVar
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from aiormq.exceptions import ChannelNotFoundEntity
 from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
 from chaoslib.waits import eventually
 
-from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
+from tests.broker import (
+    LOCAL_URL,
+    container_url,
+    delete_all,
+    exchange_exists,
+    local_names,
+    reachable,
+)
 from topology.client import Client
 from topology.declare import Topology, declare_topology
 from topology.delay import delay_objects
@@ -148,21 +154,11 @@ class TestBroker(BrokerNamespace):
         queues += [names.history_stream, names.control_stream, names.status_queue]
         queues += [names.retry_queue(key) for key in self.plan_keys]
         exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
-        if await self.delayed():
+        if await exchange_exists(self.url, names.delay_deliver_exchange):
             delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
             queues += delay_queues
             exchanges += delay_exchanges
         await delete_all(self.url, queues, exchanges)
-
-    async def delayed(self) -> bool:
-        """True when something declared the namespace's delay levels."""
-        async with await aio_pika.connect(self.url) as connection:
-            channel = await connection.channel()
-            try:
-                await channel.declare_exchange(self.names.delay_deliver_exchange, passive=True)
-            except ChannelNotFoundEntity:
-                return False
-            return True
 
 
 Node = Literal["shared", "private"]
