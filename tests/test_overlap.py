@@ -207,6 +207,35 @@ async def test_an_attempt_that_loses_its_lock_stops_and_is_retried(
     await broker.wait_depth(broker.names.retry_queue("1m"), 1)
 
 
+async def test_a_run_whose_own_lost_attempt_still_holds_the_lock_is_retried_not_skipped(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A lock left by a lost attempt of the same run (its node cut off, say) lingers until the
+    broker notices: the run is retried, not skipped; another run is still skipped."""
+    stale, other = run("Forbid", 0), run("Forbid", 0)
+    channel = await broker.channel()  # the lost holder: the test's connection keeps its queues
+    for name in (broker.names.lock_queue("report"), lock_holder(broker, stale.run_id)):
+        await channel.declare_queue(name, exclusive=True)
+    recorder = Recorder()
+    registry = Registry()
+    registry.register("hold", recorder)
+    await run_worker(registry)
+    with capture_logs() as logs:
+        for envelope_ in (stale, other):
+            await publish(broker, envelope_, plan(60_000))
+        await eventually(lambda: len([e for e in logs if e["event"] == "attempt"]) == 2)
+    outcomes = {e["run_id"]: (e["outcome"], e["reason"]) for e in logs if e["event"] == "attempt"}
+    assert outcomes[stale.run_id] == ("retrying", "lock-held-by-lost-attempt")
+    assert outcomes[other.run_id] == ("lock-contended", "lock-contended")
+    assert recorder.calls == []
+    await broker.wait_depth(broker.names.retry_queue("1m"), 1)
+
+
+def lock_holder(broker: TestBroker, run_id: str) -> str:
+    """The queue naming ``run_id`` as the holder of the ``report`` schedule's lock."""
+    return broker.names.lock_holder_queue("report", run_id)
+
+
 def events(workers: list[Process], name: str) -> list[dict[str, Any]]:
     """Events of every worker with this name."""
     return [e for w in workers for e in w.named(name)]

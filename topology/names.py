@@ -7,6 +7,7 @@ With the default namespace ``cron`` the names are exactly those of the design:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 #: Routing key of the last attempt: its NACK lands in the failed queue.
@@ -118,6 +119,12 @@ class Names:
     def lock_queue(self, schedule: str) -> str:
         """Exclusive queue held by a running attempt of ``schedule``."""
         return f"{self.namespace}_lock.{schedule}"
+
+    def lock_holder_queue(self, schedule: str, run_id: str) -> str:
+        """Exclusive queue beside the lock naming the run that holds it (by a digest: a run id
+        may be longer than a queue name can be)."""
+        digest = hashlib.sha256(run_id.encode()).hexdigest()[:16]
+        return f"{self.lock_queue(schedule)}.held-by.{digest}"
 
     def crash_queue(self, key: str) -> str:
         """Markers of worker deaths during one attempt (classic queues, ``worker/crashloop.py``)."""

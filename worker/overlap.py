@@ -24,7 +24,7 @@ import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aio_pika.exceptions import DeliveryError
 
-from topology.broker.exclusive import plain_connection, try_exclusive
+from topology.broker.exclusive import exists, plain_connection, try_exclusive
 from topology.envelope import Envelope
 from topology.errors import BROKER_TROUBLE
 from topology.names import Names
@@ -46,7 +46,9 @@ async def run_guarded(
     """Run ``attempt`` under the envelope's overlap policy."""
     if envelope.concurrency == "Allow" or envelope.schedule is None:
         return await attempt()
-    queue = Names(settings.namespace).lock_queue(envelope.schedule)
+    names = Names(settings.namespace)
+    queue = names.lock_queue(envelope.schedule)
+    holder = names.lock_holder_queue(envelope.schedule, envelope.run_id)
     try:
         connection = await _connect(settings, queue)
     except BROKER_TROUBLE as error:
@@ -54,15 +56,31 @@ async def run_guarded(
     async with connection:
         try:
             stop = await _hold(connection, queue, envelope, ctx)
+            if stop is None:
+                return await _contended(connection, queue, holder, envelope)
+            await try_exclusive(connection, holder)  # goes with the lock, on its connection
         except BROKER_TROUBLE as error:
             return _unavailable(queue, error)
-        if stop is None:
-            return Result(
-                Outcome.CONTENDED,
-                "lock-contended",
-                f"another run of {envelope.schedule!r} holds {queue} ({envelope.concurrency})",
-            )
         return await _run_until_stopped(attempt, stop, ctx)
+
+
+async def _contended(
+    connection: AbstractConnection, queue: str, holder: str, envelope: Envelope
+) -> Result:
+    """Forbid's skip, unless the holder is this run's own earlier attempt: lost with its node
+    or connection, its lock lingers until the broker notices, and skipping would lose the run."""
+    if await exists(connection, holder):
+        return Result(
+            Outcome.RETRYABLE,
+            "lock-held-by-lost-attempt",
+            f"{queue} is still held by a lost attempt of this run; retried once the broker "
+            "frees it",
+        )
+    return Result(
+        Outcome.CONTENDED,
+        "lock-contended",
+        f"another run of {envelope.schedule!r} holds {queue} ({envelope.concurrency})",
+    )
 
 
 def _unavailable(queue: str, error: BaseException) -> Result:

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS published (
 );
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, pid INTEGER NOT NULL, attempt INTEGER NOT NULL,
-    redelivered INTEGER NOT NULL, started REAL NOT NULL, outcome TEXT
+    redelivered INTEGER NOT NULL, started REAL NOT NULL, outcome TEXT, ended REAL
 );
 CREATE TABLE IF NOT EXISTS failed (
     fingerprint TEXT PRIMARY KEY, run_id TEXT NOT NULL, reason TEXT NOT NULL,
@@ -175,7 +175,9 @@ class Ledger:
 
     def attempt_ended(self, row: int, outcome: str) -> None:
         """Note how an attempt ended: ``ok`` (handler returned), ``retryable``, ``permanent``."""
-        self._db.execute("UPDATE attempts SET outcome = ? WHERE id = ?", (outcome, row))
+        self._db.execute(
+            "UPDATE attempts SET outcome = ?, ended = julianday('now') WHERE id = ?", (outcome, row)
+        )
 
     def failed_record(
         self,
@@ -204,6 +206,17 @@ class Ledger:
             (run_id,),
         )
         return [(pid, n, bool(r), outcome) for pid, n, r, outcome in rows]
+
+    def overlapping(self, run_id: str) -> list[tuple[int, int]]:
+        """Pids of pairs of ``run_id``'s attempts that ran at the same time (an attempt with no
+        end runs on): what an overlap lock must prevent."""
+        rows = self._db.execute(
+            "SELECT a.pid, b.pid FROM attempts a JOIN attempts b ON a.id < b.id "
+            "AND b.started < coalesce(a.ended, 1e9) AND a.started < coalesce(b.ended, 1e9) "
+            "WHERE a.run_id = ? AND b.run_id = ?",
+            (run_id, run_id),
+        )
+        return [(a, b) for a, b in rows]
 
     def count_confirmed(self) -> int:
         """Run ids the broker confirmed so far."""

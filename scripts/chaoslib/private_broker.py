@@ -123,6 +123,7 @@ class PrivateBroker:
         self.node = f"warren_t{uuid.uuid4().hex[:6]}@localhost"
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
+        self.consumer_timeout_ms = CONSUMER_TIMEOUT_MS
         self._write_config()
 
     def _write_config(self) -> None:
@@ -130,7 +131,7 @@ class PrivateBroker:
         (self.base / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
             "loopback_users = none\n"
-            f"consumer_timeout = {CONSUMER_TIMEOUT_MS}\n"
+            f"consumer_timeout = {self.consumer_timeout_ms}\n"
             f"heartbeat = {HEARTBEAT_SECONDS}\n"
         )
         # The consumer timeout is checked on each channel tick (60 s by default), and quorum
@@ -189,6 +190,13 @@ class PrivateBroker:
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
         self._reap()
+
+    def set_consumer_timeout(self, ms: int) -> None:
+        """The broker's ``consumer_timeout`` for channels opened from now on, restarts too."""
+        self.consumer_timeout_ms = ms
+        self._write_config()
+        if self.is_running():
+            self.ctl("eval", f"application:set_env(rabbit, consumer_timeout, {ms}).")
 
     def victim(self, _rng: random.Random) -> PrivateBroker:
         """A lone node is the one a broker fault breaks."""

@@ -71,6 +71,11 @@ class PrivateCluster:
         for node in self.running():
             node.sync_metadata()
 
+    def set_consumer_timeout(self, ms: int) -> None:
+        """Every node's ``consumer_timeout`` for channels opened from now on, restarts too."""
+        for node in self.nodes:
+            node.set_consumer_timeout(ms)
+
     def victim(self, rng: random.Random) -> PrivateBroker:
         """A node chosen at random: broker faults break one node at a time."""
         return rng.choice(self.nodes)

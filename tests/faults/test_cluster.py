@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 from chaoslib.ledger import Fate, Ledger
-from chaoslib.private_broker import NET_TICKTIME_SECONDS, PrivateBroker, release
+from chaoslib.private_broker import (
+    CONSUMER_TIMEOUT_MS,
+    NET_TICKTIME_SECONDS,
+    PrivateBroker,
+    release,
+)
 from chaoslib.private_broker import available as private_broker_available
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Proc, Procs, base_env
@@ -32,6 +37,7 @@ from tests.faults.test_scheduler_faults import (
     spawn_scheduler,
 )
 from topology.broker.connect import connect
+from topology.envelope import Envelope
 from topology.runtime.settings import CronSettings
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
@@ -89,10 +95,12 @@ def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
     return ",".join([first.url, *others])
 
 
-async def workers_on(scenario: ClusterScenario, node: PrivateBroker, count: int = 2) -> list[Proc]:
+async def workers_on(
+    scenario: ClusterScenario, node: PrivateBroker, count: int = 2, **env: str
+) -> list[Proc]:
     """``count`` worker processes connected to ``node`` (and given the others after it)."""
     url = first_node_url(scenario.node, node)
-    return [await scenario.worker(CRON_AMQP_URL=url) for _ in range(count)]
+    return [await scenario.worker(CRON_AMQP_URL=url, **env) for _ in range(count)]
 
 
 async def flowing(scenario: ClusterScenario, tasks: int = 60, attempts: int = 10) -> None:
@@ -247,3 +255,52 @@ async def test_a_standby_scheduler_leads_when_the_leaders_node_is_cut_off(
     # watermark (at least once, as for a killed scheduler); never more than that one.
     assert len(report.unexplained) <= 1, report.table()
     assert len(times) >= 8
+
+
+#: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
+#: timeout, 4 s, is raised for them while the test runs).
+LONG_ATTEMPTS = {"CRON_CONSUMER_TIMEOUT_SECONDS": "120", "CRON_TASK_TIMEOUT_SECONDS": "60"}
+
+
+@pytest.fixture
+def long_consumer_timeout(whole: PrivateCluster) -> Iterator[None]:
+    """Channels opened meanwhile take 120 s to time a consumer out, as ``LONG_ATTEMPTS``."""
+    whole.set_consumer_timeout(120_000)
+    yield
+    whole.set_consumer_timeout(CONSUMER_TIMEOUT_MS)
+
+
+def locked_run(seconds: float) -> tuple[Envelope, str]:
+    """A fire of the ``Forbid`` schedule ``locked`` that runs ``seconds``: it holds the lock."""
+    run = ledger_envelope("ok", seconds=seconds)
+    update = {"schedule": "locked", "concurrency": "Forbid", "timeout_seconds": 60}
+    return run.model_copy(update=update), "ok"
+
+
+@pytest.mark.usefixtures("long_consumer_timeout")
+@pytest.mark.parametrize("fault", ["kill", "freeze"])
+async def test_an_overlap_lock_held_on_a_lost_node_never_lets_two_runs_overlap(
+    scenario: ClusterScenario, fault: str
+) -> None:
+    """The lock (an exclusive queue) lives on the holder's node: killed or cut off, the holder
+    stops its attempt and the lock goes with the node; the redelivered run takes it on the
+    other node, never while the first still runs, and completes."""
+    await scenario.prepare()
+    first, second = scenario.node.nodes[0], scenario.node.nodes[1]
+    await workers_on(scenario, first, 1, **LONG_ATTEMPTS)
+    run, kind = locked_run(20)
+    await scenario.publish([(run, kind)])
+    await eventually(lambda: scenario.ledger.count_attempts() >= 1, 30)
+    await workers_on(scenario, second, 1, **LONG_ATTEMPTS)
+    if fault == "kill":
+        await asyncio.to_thread(first.kill)
+    else:
+        first.freeze()
+    try:
+        await eventually(lambda: scenario.ledger.count_attempts() >= 2, 90, interval=0.5)
+    finally:
+        first.thaw()
+    await asyncio.to_thread(scenario.node.heal)
+    report = await scenario.check(timeout=120)
+    assert report.runs[run.run_id].fate is Fate.COMPLETED, report.table()
+    assert scenario.ledger.overlapping(run.run_id) == []

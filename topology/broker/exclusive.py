@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import aio_pika
 from aio_pika.abc import AbstractConnection, AbstractQueue
-from aiormq.exceptions import ChannelLockedResource
+from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
 
 from topology.broker.connect import first_answering
 from topology.declare import queue_arguments
@@ -42,3 +42,16 @@ async def try_exclusive(connection: AbstractConnection, name: str) -> AbstractQu
         )
     except ChannelLockedResource:
         return None  # the broker closed this channel; the connection stays usable
+
+
+async def exists(connection: AbstractConnection, name: str) -> bool:
+    """True while queue ``name`` exists, held by this connection or another one."""
+    channel = await connection.channel()
+    try:
+        await channel.declare_queue(name, passive=True)
+    except ChannelLockedResource:
+        return True  # exclusive to another connection: it exists
+    except ChannelNotFoundEntity:
+        return False
+    await channel.close()
+    return True
