@@ -27,6 +27,7 @@ from tests.dashboard import (
 )
 from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
+from topology.envelope import utcnow
 from topology.schedules.control import read_pauses
 
 pytestmark = pytest.mark.broker
@@ -88,6 +89,12 @@ async def test_every_page_shows_the_running_system_and_refuses_actions_when_read
     dashboard = system.monitor.dashboard
     assert dashboard is not None
     await eventually(lambda: dashboard.activity.workers, 20, what="an attempt of tick seen")
+    activity = dashboard.activity
+    await eventually(
+        lambda: dict(activity.failures_by_reason(utcnow())).get("permanent-error"),
+        20,
+        what="the failure of broken seen in the history stream",
+    )
 
     await page.goto(system.url)
     names = system.broker.names

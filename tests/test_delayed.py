@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from chaoslib.private_broker import PrivateBroker
+from chaoslib.private_broker import PrivateBroker, holding
 from chaoslib.waits import NeverHappened, eventually
 
 from tests.conftest import TestBroker
@@ -33,12 +33,6 @@ async def failed_record(broker: TestBroker, timeout: float = 10) -> Any:
     await broker.wait_depth(broker.names.failed_queue, 1, timeout)
     [record] = await broker.get_all(broker.names.failed_queue)
     return record
-
-
-def held(node: PrivateBroker) -> str:
-    """The node's queues that hold messages, with their leader: where a stuck task waits."""
-    table = node.ctl("list_queues", "name", "messages", "messages_ready", "leader", "-q")
-    return "\n".join(line for line in table.splitlines() if "\t0\t0\t" not in line)
 
 
 class Starts:
@@ -143,7 +137,9 @@ async def test_a_delayed_task_held_across_a_broker_restart_runs_once(
     try:
         await recorder.wait_calls(1, timeout=120)
     except NeverHappened as never:
-        raise AssertionError(f"{never}; where the node holds it:\n{held(private_broker)}") from None
+        raise AssertionError(
+            f"{never}; where the node holds it:\n{holding(private_broker)}"
+        ) from None
     await worker.join()
     # join: the main queue is empty and every delivery settled, so no second run is coming.
     assert [(ctx.run_id, ctx.attempt) for _, ctx in recorder.calls] == [(sent.run_id, 1)]

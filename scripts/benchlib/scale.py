@@ -5,7 +5,8 @@ Both brokers are private nodes of the same release (``WARREN_RABBITMQ``) and set
 started for the run and removed after it; every queue is a quorum queue, as a cluster needs.
 On the cluster the workers are spread over the nodes (each is given every node, a different
 one first), as a deployment would spread them. ``noop`` tasks measure the broker and the
-worker's own cost; ``http`` tasks POST to a local threaded target (examples/demo_target.py).
+worker's own cost; ``http`` tasks POST to the http benchmark's local endpoint
+(``benchlib.endpoint``, its own process, answering ``200 ok`` at as little CPU as it can).
 The clock runs from the first attempt to the last one, over every worker's log, so process
 start-up is left out.
 """
@@ -13,7 +14,6 @@ start-up is left out.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import uuid
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from chaoslib.private_broker import PrivateBroker, free_port
+from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.waits import until
 from pydantic import JsonValue
@@ -36,6 +36,7 @@ from benchlib.common import (
     reap,
     worker_env,
 )
+from benchlib.http import endpoint
 from topology.plan import RetryPlan
 from topology.runtime.settings import CronSettings
 
@@ -87,7 +88,7 @@ def run_workers(bench: Bench, procs: int, tasks: int, workdir: Path) -> float:
 def measure(url: str, kind: str, procs: int, tasks: int, target: str, workdir: Path) -> float:
     """Fill a fresh namespace on ``url`` with ``tasks`` tasks of ``kind``; drain it."""
     bench = Bench(url, QUORUM)
-    payload: JsonValue = {"url": f"{target}/ok"} if kind == "http" else None
+    payload: JsonValue = {"url": target} if kind == "http" else None
     try:
         asyncio.run(bench.fill(tasks, kind, PLAN, payload))
         return run_workers(bench, procs, tasks, workdir)
@@ -95,48 +96,45 @@ def measure(url: str, kind: str, procs: int, tasks: int, target: str, workdir: P
         asyncio.run(bench.delete())
 
 
+def compare(
+    args: Any, one: str, three: str, kind: str, procs: int, target: str, workdir: Path
+) -> dict[str, list[float]]:
+    """``args.rounds`` rounds of one node against the cluster; print and return them."""
+    tasks = args.tasks if kind == "noop" else args.http_tasks
+    rounds = [
+        (
+            measure(one, kind, procs, tasks, target, workdir),
+            measure(three, kind, procs, tasks, target, workdir),
+        )
+        for _ in range(args.rounds)
+    ]
+    print_table(
+        f"{kind}: {tasks:,} tasks, {procs} worker process(es), quorum queues",
+        [
+            ("one node tasks/s", [a for a, _ in rounds]),
+            ("3-node cluster tasks/s", [b for _, b in rounds]),
+            ("ratio cluster/one", [b / a for a, b in rounds]),
+        ],
+    )
+    return {"one": [a for a, _ in rounds], "cluster": [b for _, b in rounds]}
+
+
 def scale(args: Any, _bench: Bench, workdir: Path) -> dict[str, Any]:
     """Tasks a second of noop and http tasks, 1/2/4 workers, one node against a cluster."""
     one = PrivateBroker(workdir / f"one-{uuid.uuid4().hex[:4]}")
     three = PrivateCluster(workdir / f"three-{uuid.uuid4().hex[:4]}")
-    port = free_port()
-    target = subprocess.Popen(
-        [sys.executable, "-m", "examples.demo_target"],
-        cwd=ROOT,
-        env={**os.environ, "DEMO_TARGET_PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-    )
-    result: dict[str, Any] = {}
     try:
         one.start()
         three.start()
-        for kind, tasks in (("noop", args.tasks), ("http", args.http_tasks)):
-            for procs in args.procs:
-                rounds = [
-                    (
-                        measure(one.url, kind, procs, tasks, f"http://127.0.0.1:{port}", workdir),
-                        measure(three.url, kind, procs, tasks, f"http://127.0.0.1:{port}", workdir),
-                    )
-                    for _ in range(args.rounds)
-                ]
-                print_table(
-                    f"{kind}: {tasks:,} tasks, {procs} worker process(es), quorum queues",
-                    [
-                        ("one node tasks/s", [a for a, _ in rounds]),
-                        ("3-node cluster tasks/s", [b for _, b in rounds]),
-                        ("ratio cluster/one", [b / a for a, b in rounds]),
-                    ],
-                )
-                result[f"{kind}_{procs}"] = {
-                    "one": [a for a, _ in rounds],
-                    "cluster": [b for _, b in rounds],
-                }
+        with endpoint() as target:
+            return {
+                f"{kind}_{procs}": compare(args, one.url, three.url, kind, procs, target, workdir)
+                for kind in ("noop", "http")
+                for procs in args.procs
+            }
     finally:
-        target.terminate()
-        target.wait(10)
         one.remove()
         three.remove()
-    return result
 
 
 def add_command(sub: Any) -> None:

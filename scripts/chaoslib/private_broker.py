@@ -93,6 +93,12 @@ class BrokerNode(Protocol):
         ...
 
 
+def holding(node: BrokerNode) -> str:
+    """The broker's queues that hold messages, with their leader: where a stuck task waits."""
+    table = node.ctl("list_queues", "name", "messages", "messages_ready", "leader", "-q")
+    return "\n".join(line for line in table.splitlines() if "\t0\t0\t" not in line)
+
+
 def available() -> bool:
     """True when this machine can run a private node."""
     return Path(SERVER).exists() and Path(CTL).exists()

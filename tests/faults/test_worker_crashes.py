@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 from chaoslib.ledger import Fate
+from chaoslib.private_broker import holding
 from chaoslib.processes import Proc
-from chaoslib.waits import eventually
+from chaoslib.waits import NeverHappened, eventually
 from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
@@ -20,8 +21,15 @@ pytestmark = pytest.mark.faults
 
 
 async def wait_attempts(scenario: FaultScenario, count: int, timeout: float = 30) -> None:
-    """Wait until the ledger holds ``count`` attempts."""
-    await eventually(lambda: scenario.ledger.count_attempts() >= count, timeout)
+    """Wait until the ledger holds ``count`` attempts; else say where the broker holds tasks."""
+    try:
+        await eventually(
+            lambda: scenario.ledger.count_attempts() >= count, timeout, what=f"attempt {count}"
+        )
+    except NeverHappened as never:
+        where = await asyncio.to_thread(holding, scenario.node)
+        seen = scenario.ledger.count_attempts()
+        raise NeverHappened(f"{never}; {seen} attempts, held by:\n{where}") from None
 
 
 async def keep_one_worker(
