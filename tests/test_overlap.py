@@ -231,6 +231,37 @@ async def test_a_run_whose_own_lost_attempt_still_holds_the_lock_is_retried_not_
     await broker.wait_depth(broker.names.retry_queue("1m"), 1)
 
 
+async def test_a_handed_out_run_that_meets_a_held_lock_is_retried_not_skipped(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """The broker may drop a lost attempt's holder queue before its lock: a run handed out
+    before (redelivered) that finds the lock held cannot tell, so it is retried, not skipped."""
+    lost = run("Forbid", 0)
+    holder = await broker.channel()  # the lock of a lost attempt whose holder queue is gone
+    await holder.declare_queue(broker.names.lock_queue("report"), exclusive=True)
+    await publish(broker, lost, plan(60_000))
+    await hand_out_and_lose(broker)
+    recorder = Recorder()
+    registry = Registry()
+    registry.register("hold", recorder)
+    with capture_logs() as logs:
+        await run_worker(registry)
+        await eventually(lambda: [e for e in logs if e["event"] == "attempt"])
+    [attempt] = [e for e in logs if e["event"] == "attempt"]
+    assert (attempt["outcome"], attempt["reason"]) == ("retrying", "lock-held-by-lost-attempt")
+    assert recorder.calls == []
+    await broker.wait_depth(broker.names.retry_queue("1m"), 1)
+
+
+async def hand_out_and_lose(broker: TestBroker) -> None:
+    """Take the one task from the main queue unacked, then drop the channel: it is redelivered."""
+    channel = await broker.channel()
+    queue = await channel.get_queue(broker.names.main_queue)
+    message = await eventually(lambda: queue.get(no_ack=False, fail=False))
+    assert message is not None
+    await channel.close()
+
+
 def lock_holder(broker: TestBroker, run_id: str) -> str:
     """The queue naming ``run_id`` as the holder of the ``report`` schedule's lock."""
     return broker.names.lock_holder_queue("report", run_id)

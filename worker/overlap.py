@@ -55,31 +55,48 @@ async def run_guarded(
         return _unavailable(queue, error)
     async with connection:
         try:
-            stop = await _hold(connection, queue, envelope, ctx)
-            if stop is None:
-                return await _contended(connection, queue, holder, envelope)
+            lock = await _take(connection, queue, holder, envelope, ctx)
+            if isinstance(lock, Result):
+                return lock
+            stop = await _watch(connection, lock, queue)
             await try_exclusive(connection, holder)  # goes with the lock, on its connection
         except BROKER_TROUBLE as error:
             return _unavailable(queue, error)
         return await _run_until_stopped(attempt, stop, ctx)
 
 
-async def _contended(
-    connection: AbstractConnection, queue: str, holder: str, envelope: Envelope
-) -> Result:
-    """Forbid's skip, unless the holder is this run's own earlier attempt: lost with its node
-    or connection, its lock lingers until the broker notices, and skipping would lose the run."""
+async def _take(
+    connection: AbstractConnection, queue: str, holder: str, envelope: Envelope, ctx: TaskContext
+) -> AbstractQueue | Result:
+    """The lock, or what a run that finds it held comes to."""
+    lock = await _acquire(connection, queue, envelope, ctx)
+    if lock is not None:
+        return lock
     if await exists(connection, holder):
-        return Result(
-            Outcome.RETRYABLE,
-            "lock-held-by-lost-attempt",
-            f"{queue} is still held by a lost attempt of this run; retried once the broker "
-            "frees it",
-        )
+        return _held_by_lost_attempt(f"{queue} is still held by a lost attempt of this run")
+    # A lost attempt's lock may have gone with its holder between the two looks: look again.
+    lock = await try_exclusive(connection, queue)
+    return lock if lock is not None else _contended(queue, envelope, ctx)
+
+
+def _contended(queue: str, envelope: Envelope, ctx: TaskContext) -> Result:
+    """Forbid's skip, unless this run's own lost attempt may hold the lock: lost with its node or
+    connection, the lock lingers until the broker notices, and skipping would lose the run."""
+    if ctx.redelivered:
+        # The broker may remove a lost connection's holder queue before its lock: a run handed
+        # out before cannot tell, so it retries; the retry is a fresh delivery, skipped if the
+        # lock is still held then.
+        return _held_by_lost_attempt(f"{queue} is held, and this run was handed out before")
     return Result(
         Outcome.CONTENDED,
         "lock-contended",
         f"another run of {envelope.schedule!r} holds {queue} ({envelope.concurrency})",
+    )
+
+
+def _held_by_lost_attempt(why: str) -> Result:
+    return Result(
+        Outcome.RETRYABLE, "lock-held-by-lost-attempt", f"{why}; retried once the broker frees it"
     )
 
 
@@ -124,13 +141,10 @@ async def send_cancel(connection: AbstractConnection, queue: str, run_id: str) -
         await channel.close()
 
 
-async def _hold(
-    connection: AbstractConnection, queue: str, envelope: Envelope, ctx: TaskContext
-) -> asyncio.Future[Result] | None:
-    """Take the lock; the future says why the attempt must stop early, if it must."""
-    lock = await _acquire(connection, queue, envelope, ctx)
-    if lock is None:
-        return None
+async def _watch(
+    connection: AbstractConnection, lock: AbstractQueue, queue: str
+) -> asyncio.Future[Result]:
+    """A future that says why the attempt holding ``lock`` must stop early, if it must."""
     stop: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
 
     def lost(*_: object) -> None:

@@ -174,7 +174,11 @@ class PrivateBroker:
             return
         with (self.base / "server.out").open("ab") as log:
             self._process = subprocess.Popen(
-                self.install.command(SERVER), env=self.env(), stdout=log, stderr=log
+                self.install.command(SERVER),
+                env=self.env(),
+                cwd=self.base,  # where Erlang drops what no setting places, removed with the node
+                stdout=log,
+                stderr=log,
             )
         self._wait_for(lambda: self._answers(), timeout, "start")
 
@@ -230,6 +234,7 @@ class PrivateBroker:
         result = subprocess.run(
             self.install.command(CTL, "-n", self.node, *args),
             env=self.env(),
+            cwd=self.base,
             capture_output=True,
             text=True,
             timeout=timeout,
