@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 import pytest
 from chaoslib.waits import eventually
+from prometheus_client import REGISTRY
 
 from tests.conftest import TestBroker, plan
 from tests.helpers import Recorder, envelope, publish, registry, wait_history
@@ -107,3 +109,44 @@ async def test_attempts_go_on_while_the_history_stream_is_deleted(
         return worker.history.dropped >= 20
 
     await eventually(counted, what="20 history events counted as dropped")
+
+
+def lost(process: str) -> float:
+    """What the monitor's ``cron_history_events_lost_total`` says of ``process``."""
+    found = REGISTRY.get_sample_value("cron_history_events_lost_total", {"process": process})
+    return found or 0.0
+
+
+async def test_the_monitor_counts_what_a_worker_dropped_once_the_stream_is_back(
+    broker: TestBroker, run_worker: Any, run_monitor: Any
+) -> None:
+    """A worker without metrics loses its events while the stream is deleted; once a starting
+    monitor declares it again, the idle worker reports the loss and the monitor counts it
+    once; the report is no run."""
+    recorder = Recorder()
+    worker: Worker = await run_worker(registry(job=recorder))
+    await (await broker.channel()).queue_delete(broker.names.history_stream)
+    for _ in range(5):
+        await publish(broker, envelope("job"), plan(100))
+    await recorder.wait_calls(5)
+    await eventually(lambda: worker.history.dropped >= 5, what="5 history events dropped")
+    counted_before = lost("worker")
+    monitor = await run_monitor(monitor_interval_seconds=0.1)
+
+    def folded() -> bool:
+        return bool(monitor.keeper.fold.lost.get("worker") == worker.history.dropped)
+
+    await eventually(folded, what="the idle worker's loss folded")
+    await eventually(lambda: lost("worker") - counted_before == worker.history.dropped)
+    after = envelope("job")
+    await publish(broker, after, plan(100))
+    events = await wait_history(broker, lambda e: bool(of_type(e, "attempt")), "the next attempt")
+    [report] = of_type(events, "dropped")
+    assert (report.get("count"), report.get("pid"), report.run_id) == (
+        worker.history.dropped,
+        os.getpid(),
+        None,
+    )
+    since, until = (datetime.fromisoformat(report.get(key)) for key in ("since", "until"))
+    assert since <= until <= report.at
+    assert list(fold_runs(events)) == [after.run_id], "a report of dropped events is no run"

@@ -10,7 +10,8 @@ import pytest
 import topology.history.publisher as publisher_module
 from tests.conftest import TestBroker
 from topology.envelope import utcnow
-from topology.history.events import event
+from topology.history.events import decode, encode, event
+from topology.history.losses import Losses
 from topology.history.publisher import HistoryPublisher
 from topology.history.reader import read_stream
 from topology.history.stream import declare_history
@@ -27,6 +28,33 @@ def test_a_full_buffer_drops_and_counts_instead_of_growing(
     for n in range(15):
         history.emit(event("attempt", run_id=f"r{n}"))
     assert (history.dropped, history.published) == (5, 0)
+
+
+def test_a_loss_is_reported_once_and_a_report_the_stream_refused_comes_again() -> None:
+    """A report takes every loss so far; one handed back is merged into the next, which
+    tells of both, from the first drop on."""
+    losses = Losses("worker")
+    losses.add(3)
+    refused = losses.take()
+    assert refused is not None and losses.take() is None
+    losses.add(2)
+    losses.keep(refused)
+    report = losses.take()
+    assert report is not None
+    [read] = decode(report.body, 0)
+    assert (read.type, read.run_id, read.get("count"), read.get("process")) == (
+        "dropped",
+        None,
+        5,
+        "worker",
+    )
+    assert read.get("since") == refused.since and read.get("until") >= refused.until
+
+
+def test_an_event_type_this_reader_does_not_know_is_left_out() -> None:
+    """A newer writer's type is skipped, as readers older than ``dropped`` skip that one."""
+    body = encode([event("fired", run_id="a@1"), {**event("fired"), "type": "from-the-future"}])
+    assert [(e.type, e.run_id) for e in decode(body, 0)] == [("fired", "a@1")]
 
 
 @pytest.mark.broker

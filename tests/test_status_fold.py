@@ -6,6 +6,8 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
 from topology.history.events import Event, decode, encode, event
 from topology.history.status import StatusFold
 
@@ -141,3 +143,22 @@ def test_a_replay_whose_attempts_reach_the_stream_before_its_replayed_event() ->
     state = fold.schedules["a"]
     assert (state.last_failure_at, state.last_success_at) == (T0 + _m(5), T0 + _m(6))
     assert state.last_outcome == "succeeded"
+
+
+def reported(process: str, count: int, minute: float) -> Event:
+    """A publisher's report, at ``minute``, of ``count`` events it could not write."""
+    at = (T0 + _m(minute)).isoformat()
+    return ev("dropped", None, minute, count=count, process=process, since=at, until=at)
+
+
+def test_reported_losses_add_up_per_process_and_are_stored_with_the_fold() -> None:
+    """Reports of dropped events count by process kind, touch no schedule, survive storage;
+    a fold stored before losses were reported reads back with none."""
+    fold = StatusFold()
+    fold.apply_all([reported("worker", 20, 1), fired("a@1", 1), reported("worker", 3, 2)])
+    fold.apply(reported("scheduler", 1, 3))
+    assert fold.lost == {"worker": 23, "scheduler": 1}
+    assert (list(fold.schedules), fold.counts()) == (["a"], {})
+    assert StatusFold.loads(fold.dumps()).lost == fold.lost
+    older = {key: value for key, value in orjson.loads(fold.dumps()).items() if key != "lost"}
+    assert StatusFold.loads(orjson.dumps(older)).lost == {}

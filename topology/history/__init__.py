@@ -8,6 +8,6 @@
     schedules.py ─ paused, resumed ────────┘   (and <ns>_control for the pause state itself)
 
 History is observability, not the store of record: events are buffered, published in
-batches, and dropped (and counted) when the stream cannot take them; an attempt's fate
-never waits for them.
+batches, and dropped (and counted, then reported in the stream once it takes events again)
+when the stream cannot take them; an attempt's fate never waits for them.
 """

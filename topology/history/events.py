@@ -15,10 +15,14 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `purged`    | `by`, `reason`                                                                |
 | `paused`    | `by`, `reason`                                                                |
 | `resumed`   | `by`, `catch_up`, `reason`                                                    |
+| `dropped`   | `count`, `process`, `host`, `pid`, `since`, `until`                           |
 
 ``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
 before any replay. ``by`` names who acted (``user@host``, or a dashboard user), ``reason`` why
 (given on every dashboard action; optional on the command line but for a pause).
+``dropped`` belongs to no run: a publisher's report of the ``count`` events it could not
+write between ``since`` and ``until`` (``topology/history/losses.py``). A reader skips the
+types it does not know, so older readers pass over types added since.
 """
 
 from __future__ import annotations
@@ -42,7 +46,16 @@ if TYPE_CHECKING:
 
 SCHEMA = 1
 EventType = Literal[
-    "fired", "triggered", "skipped", "attempt", "failed", "replayed", "purged", "paused", "resumed"
+    "fired",
+    "triggered",
+    "skipped",
+    "attempt",
+    "failed",
+    "replayed",
+    "purged",
+    "paused",
+    "resumed",
+    "dropped",
 ]
 TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 #: Error texts are cut to this many characters: history holds excerpts, not response bodies.

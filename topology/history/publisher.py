@@ -7,7 +7,9 @@ instead of one per event, for the broker to store and for readers to go through.
 
 Whatever the stream cannot take (buffer full, the stream deleted, the broker slow or gone,
 a memory alarm) is dropped and counted in ``cron_history_events_dropped_total``: an
-attempt's fate never waits for its history.
+attempt's fate never waits for its history. Once the stream takes a batch again, that batch
+carries a ``dropped`` event reporting the loss (``topology/history/losses.py``); an idle
+publisher with a loss to report tries every ``REPORT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from topology.broker.batch import Outgoing, publish_batch
 from topology.broker.connect import publish_channel
 from topology.history.events import join
+from topology.history.losses import Losses, Report
 from topology.history.stream import HistorySettings, declare_history
 from topology.names import Names
 
@@ -39,6 +42,8 @@ CAPACITY = 20_000
 CONFIRM_SECONDS = 5.0
 #: After events were returned (the stream is gone), declare it again at most this often.
 REDECLARE_SECONDS = 10.0
+#: How often a publisher with no events to send tries to send its report of a loss.
+REPORT_SECONDS = 1.0
 
 
 class HistoryPublisher:
@@ -69,6 +74,7 @@ class HistoryPublisher:
         self._task: asyncio.Task[None] | None = None
         self._declared_at = 0.0
         self._failing: str | None = None
+        self._losses = Losses(process)
         self._closing = False
         self.published = 0
         self.dropped = 0
@@ -109,37 +115,59 @@ class HistoryPublisher:
         # large batches a second rather than a small one per round trip.
         while not self._closing:
             await self._queued.wait()  # idle: asleep until an event is emitted, or closing
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), LINGER_SECONDS)
+            await self._nap(LINGER_SECONDS)
             self._wake.clear()
             await self._flush(time.monotonic() + CONFIRM_SECONDS)
-            if len(self._buffer) >= CHUNK:
-                self._wake.set()
-            if not self._buffer:
-                self._queued.clear()  # no await since the buffer was found empty
+            await self._settle()
         while self._buffer:
             await self._flush(time.monotonic() + CONFIRM_SECONDS)
+        if self._losses.count:
+            await self._flush(time.monotonic() + CONFIRM_SECONDS)
+
+    async def _settle(self) -> None:
+        """After a flush: on at once while a full chunk waits, asleep when nothing does."""
+        if len(self._buffer) >= CHUNK:
+            self._wake.set()
+        elif self._buffer:
+            return
+        elif self._losses.count:
+            await self._nap(REPORT_SECONDS)  # a report alone: no hurry
+        else:
+            self._queued.clear()  # no await since the buffer was found empty
+
+    async def _nap(self, seconds: float) -> None:
+        """Wait ``seconds``, or less when woken (a full chunk waits, or closing)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
 
     async def _flush(self, deadline: float) -> None:
-        if not self._buffer:
+        report = self._losses.take()  # None but after a loss: no work per event
+        if not self._buffer and report is None:
             return
         batch = [self._buffer.popleft() for _ in range(min(CHUNK, len(self._buffer)))]
         try:
             channel = await self._ready()
-            body = join(batch)
+            body = join(batch if report is None else [*batch, report.body])
             message = Outgoing("", self._names.history_stream, body, next(self._ids), {})
             (error,) = await (await publish_batch(channel, [message])).confirmed(deadline)
         except Exception as trouble:
             # Whatever goes wrong (a robust connection mid-reconnect raises RuntimeError), the
             # batch is dropped and counted, and the publisher lives on for the next one.
-            self._drop(len(batch), f"{type(trouble).__name__}: {trouble}")
+            self._unsent(len(batch), report, f"{type(trouble).__name__}: {trouble}")
             self._channel = None
             return
         if error is not None:
-            self._drop(len(batch), f"{type(error).__name__}: {error}")
+            self._unsent(len(batch), report, f"{type(error).__name__}: {error}")
             await self._maybe_redeclare()
         else:
             self._sent(len(batch))
+
+    def _unsent(self, count: int, report: Report | None, why: str) -> None:
+        # A report the stream did not take is no loss of its own: it goes with the next batch.
+        # One whose confirm came too late may have been stored, and is then counted twice.
+        if report is not None:
+            self._losses.keep(report)
+        self._drop(count, why)
 
     async def _ready(self) -> AbstractChannel:
         if self._channel is None or self._channel.is_closed:
@@ -163,6 +191,7 @@ class HistoryPublisher:
 
     def _drop(self, count: int, why: str) -> None:
         self.dropped += count
+        self._losses.add(count)
         if self._dropped_metric is not None:
             self._dropped_metric.inc(count)
         if self._failing is None:
@@ -170,8 +199,6 @@ class HistoryPublisher:
         self._failing = why
 
     def _sent(self, count: int) -> None:
-        if not count:
-            return
         self.published += count
         if self._sent_metric is not None:
             self._sent_metric.inc(count)

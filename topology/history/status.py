@@ -8,7 +8,9 @@ those that failed (their record waits in the failed queue until a replay or a pu
 bounded. A run that succeeded, or is merely running, is dropped: a later event of it starts
 it afresh, and its events carry what the rules need (the replay they belong to). For each
 schedule it keeps the times of its last fire, success and failure, each the latest seen, so
-writers' batches that reach the stream out of order change nothing.
+writers' batches that reach the stream out of order change nothing. Beside the schedules it
+adds up the events each kind of process reported it dropped (``dropped`` events), kept with
+the fold so that the count goes on across a monitor's restarts.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class StatusFold:
         #: The runs retrying now and those that failed, by run id, oldest first, each as
         #: ``Kept``: a few hundred bytes instead of a ``Run``'s kilobyte and more.
         self._runs: dict[str, Kept] = {}
+        #: History events the fleet reported it dropped, by process kind (``worker`` ...).
+        self.lost: dict[str, int] = {}
 
     def state(self, name: str) -> ScheduleState:
         """The state of schedule ``name`` (a blank one if the history never named it)."""
@@ -116,9 +120,11 @@ class StatusFold:
             self.apply(event)
 
     def apply(self, event: Event) -> None:
-        """Fold one event; events of no run (a pause) change nothing here."""
+        """Fold one event; events of no run (a pause) change nothing here but a loss."""
         self.offset = max(self.offset, event.offset)
         if event.run_id is None:
+            if event.type == "dropped":
+                self._lost(event)
             return
         kept = self._runs.pop(event.run_id, None)
         run = Run(event.run_id) if kept is None else _unpacked(event.run_id, kept)
@@ -131,6 +137,11 @@ class StatusFold:
         state.ended(run)
         if run.outcome in KEPT and not run.purged:
             self._keep(run)
+
+    def _lost(self, event: Event) -> None:
+        count, process = event.get("count"), str(event.get("process", "unknown"))
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            self.lost[process] = self.lost.get(process, 0) + count
 
     def _keep(self, run: Run) -> None:
         assert run.schedule is not None  # runs of no schedule are never kept
@@ -154,6 +165,7 @@ class StatusFold:
                 "offset": self.offset,
                 "schedules": {name: s.to_json() for name, s in self.schedules.items()},
                 "runs": [[run_id, *kept] for run_id, kept in self._runs.items()],
+                "lost": self.lost,
             }
         )
 
@@ -176,6 +188,8 @@ class StatusFold:
         for run_id, schedule, outcome, replays, tries in data["runs"]:
             pairs = tuple((int(replay), int(attempt)) for replay, attempt in tries)
             fold._runs[str(run_id)] = (str(schedule), str(outcome), int(replays), pairs)
+        # Absent from a fold stored before losses were reported.
+        fold.lost = {str(kind): int(count) for kind, count in data.get("lost", {}).items()}
         return fold
 
 

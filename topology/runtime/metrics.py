@@ -43,6 +43,11 @@ HISTORY_DROPPED = Counter(
     "History events dropped because the stream could not take them.",
     ["process"],
 )
+HISTORY_LOST = Counter(
+    "cron_history_events_lost",
+    "History events the fleet's processes reported dropping, from the monitor's history fold.",
+    ["process"],
+)
 ALERTS = Counter("cron_alerts", "Alerts sent by the monitor.", ["kind"])
 LAST_SUCCESS = Gauge(
     "cron_schedule_last_success_timestamp_seconds",

@@ -4,7 +4,8 @@ On start the monitor reads its last fold back from the one-message queue and fol
 history stream from the offset after it (from the first event when there is none), so a
 restart never reads a week again. It follows the control stream too, for the pause state.
 Every few seconds, when something changed, it writes the fold back (a confirmed publish)
-and sets the per-schedule gauges from it.
+and sets the per-schedule gauges from it, and the count of history events the fleet
+reported it dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from topology.history.snapshot import CONFLICT_HINT, parse_fold, status_store
 from topology.history.status import StatusFold
 from topology.history.stream import declare_control, declare_history, open_stream
 from topology.names import Names
-from topology.runtime.metrics import HISTORY_DROPPED, LAST_FAILURE, LAST_SUCCESS, PAUSED
+from topology.runtime.metrics import (
+    HISTORY_DROPPED,
+    HISTORY_LOST,
+    LAST_FAILURE,
+    LAST_SUCCESS,
+    PAUSED,
+)
 from topology.schedules.control import Pause, fold_pauses
 from worker.monitor.settings import MonitorSettings
 
@@ -48,6 +55,8 @@ class StatusKeeper:
         #: Set on each pause or resume followed: the dashboard waits on it after its own.
         self.control_changed = asyncio.Event()
         self._known = list(known)
+        #: What ``cron_history_events_lost_total`` counts so far, by process kind.
+        self._lost_exported: dict[str, int] = {}
         self._store: LatestMessage | None = None
         self._history: StreamFollower | None = None
         self._control = StreamFollower(self.names.control_stream, self._on_control)
@@ -123,3 +132,13 @@ class StatusKeeper:
                 LAST_SUCCESS.labels(schedule=name).set(state.last_success_at.timestamp())
             if state.last_failure_at is not None:
                 LAST_FAILURE.labels(schedule=name).set(state.last_failure_at.timestamp())
+        self._export_lost()
+
+    def _export_lost(self) -> None:
+        # The counter starts at the stored fold's count: across a restart it goes on from
+        # where it was (or above), which Prometheus reads as no reset.
+        for process, total in self.fold.lost.items():
+            exported = self._lost_exported.get(process, 0)
+            if total > exported:
+                HISTORY_LOST.labels(process=process).inc(total - exported)
+                self._lost_exported[process] = total
