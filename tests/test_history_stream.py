@@ -1,11 +1,13 @@
-"""The history stream's publisher and reader: bounded, batched, and read to the end."""
+"""The history stream: its retention, its publisher (bounded, batched) and reading it to the end."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import aio_pika
 import pytest
+from aiormq.exceptions import ChannelPreconditionFailed
 
 import topology.history.publisher as publisher_module
 from tests.conftest import TestBroker
@@ -14,7 +16,7 @@ from topology.history.events import decode, encode, event
 from topology.history.losses import Losses
 from topology.history.publisher import HistoryPublisher
 from topology.history.reader import read_stream
-from topology.history.stream import declare_history
+from topology.history.stream import SEGMENT_BYTES, declare_history
 from topology.names import Names
 from topology.runtime.settings import CronSettings
 
@@ -89,3 +91,40 @@ async def test_reading_skips_what_is_no_event_and_starts_where_asked(broker: Tes
     later = utcnow() + timedelta(minutes=1)
     assert [e async for e in read_stream(broker.connection, stream, later)] == []
     assert [e async for e in read_stream(broker.connection, stream, 4)] == []
+
+
+async def refusal(broker: TestBroker, stream: str, arguments: dict[str, Any]) -> str | None:
+    """Why the broker refuses to declare ``stream`` (which exists) with ``arguments``: it
+    answers PRECONDITION_FAILED for any other than those it holds; None when it accepts."""
+    channel = await broker.connection.channel()
+    await channel.declare_queue(stream, passive=True)  # never created here
+    try:
+        await channel.declare_queue(stream, durable=True, arguments=arguments)
+    except ChannelPreconditionFailed as refused:
+        return str(refused)
+    await channel.close()
+    return None
+
+
+@pytest.mark.broker
+async def test_the_history_stream_is_declared_with_the_retention_of_the_settings(
+    broker: TestBroker, run_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker declares the history stream as a stream, with ``x-max-age`` from
+    CRON_HISTORY_MAX_AGE and ``x-max-length-bytes`` from CRON_HISTORY_MAX_BYTES: the broker
+    takes those arguments again and refuses any other, naming it."""
+    monkeypatch.setenv("CRON_HISTORY_MAX_AGE", "2h")
+    monkeypatch.setenv("CRON_HISTORY_MAX_BYTES", "123456789")
+    await run_worker()
+    stream = broker.names.history_stream
+    held = {
+        "x-queue-type": "stream",
+        "x-max-age": "7200s",
+        "x-max-length-bytes": 123_456_789,
+        "x-stream-max-segment-size-bytes": SEGMENT_BYTES,
+    }
+    assert await refusal(broker, stream, held) is None
+    others = {"x-queue-type": "classic", "x-max-age": "7201s", "x-max-length-bytes": 123_456_790}
+    for key, other in others.items():
+        refused = await refusal(broker, stream, {**held, key: other})
+        assert refused is not None and f"inequivalent arg '{key}'" in refused, (key, refused)
