@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -30,6 +28,7 @@ from _cli import (
     plan_options,
 )
 from _failed_args import build_parser, selection
+from _failed_files import check_new_file, read_jsonl, write_jsonl
 from _failed_view import full, shown_record, table
 from aio_pika.abc import AbstractRobustConnection
 
@@ -43,7 +42,6 @@ from topology.errors import (
     SettingsError,
     TopologyError,
 )
-from topology.failed.export import exported
 from topology.failed.replay import Replayer, ReplayOptions
 from topology.failed.store import purge_recorded, read_records, restore_records
 from topology.failed.tally import Tally
@@ -63,44 +61,6 @@ def plans_of_schedules(settings: CronSettings) -> Mapping[str, RetryPlan] | None
         return schedule_plans(settings)
     except ScheduleError as error:
         raise UsageError(f"{error}\n(replay reads each schedule's retry plan from it)") from None
-
-
-def check_new_file(path: str | None) -> None:
-    """Refuse to overwrite a file: an earlier export may be the only copy of purged records."""
-    if path and path != "-" and Path(path).exists():
-        raise UsageError(f"{path} already exists; choose a new file name")
-
-
-def write_jsonl(path: str, records: list[FailedRecord]) -> None:
-    """Write records as JSON Lines and make sure they reached the disk."""
-    lines = b"".join(orjson.dumps(exported(record)) + b"\n" for record in records)
-    if path == "-":
-        sys.stdout.buffer.write(lines)
-        sys.stdout.flush()
-        return
-    with open(path, "xb") as out:
-        out.write(lines)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """Records of an export file, checked whole before anything is published."""
-    records = []
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror}") from None
-    for number, line in enumerate(lines, 1):
-        try:
-            data = orjson.loads(line) if line.strip() else None
-        except orjson.JSONDecodeError as error:
-            raise UsageError(f"{path}:{number}: not JSON ({error}); is it an export?") from None
-        if data is not None and not (isinstance(data, dict) and "reason" in data):
-            raise UsageError(f"{path}:{number}: not an exported record")
-        if data is not None:
-            records.append(data)
-    return records
 
 
 async def _with_connection(
