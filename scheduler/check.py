@@ -7,7 +7,8 @@ from datetime import datetime
 
 from scheduler.settings import SchedulerSettings
 from topology.plan import RetryPlan
-from topology.schedules.load import Schedule, ScheduleSet
+from topology.schedules.load import ScheduleSet
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import CronTiming, format_duration, utc_text
 
 FIRES_SHOWN = 5

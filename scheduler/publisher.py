@@ -31,7 +31,7 @@ from topology.history.events import fire_event
 from topology.history.publisher import HistoryPublisher
 from topology.names import Names
 from topology.runtime.metrics import FIRE_LAG, FIRES
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")

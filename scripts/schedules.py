@@ -34,7 +34,8 @@ from topology.runtime.settings import CronSettings, load_settings
 from topology.schedules import commands
 from topology.schedules.commands import describe
 from topology.schedules.control import Pause, read_pauses
-from topology.schedules.load import Schedule, ScheduleSet, load_schedules
+from topology.schedules.load import ScheduleSet, load_schedules
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import utc_text
 
 #: An unknown name is answered with at most this many known ones.

@@ -32,7 +32,7 @@ from topology.delay import delay_objects
 from topology.names import FINAL_KEY
 from topology.plan import RetryPlan
 from topology.runtime.service import Service
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from worker.consumer import Worker
 from worker.http import HttpHandler, http_options, new_session
 from worker.monitor import Monitor, MonitorSettings

@@ -8,7 +8,8 @@ import pytest
 
 from scheduler.firing import FireHeap, keep
 from topology.runtime.settings import CronSettings
-from topology.schedules.load import Schedule, ScheduleSet, parse_schedules
+from topology.schedules.load import ScheduleSet, parse_schedules
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import (
     CronTiming,
     IntervalTiming,

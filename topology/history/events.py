@@ -42,7 +42,7 @@ from topology.schedules.timing import utc_text
 
 if TYPE_CHECKING:
     from topology.records import FailedRecord
-    from topology.schedules.load import Schedule
+    from topology.schedules.schedule import Schedule
 
 SCHEMA = 1
 EventType = Literal[

@@ -18,7 +18,7 @@ from topology.names import Names
 from topology.publish import TaskPublisher
 from topology.runtime.settings import CronSettings
 from topology.schedules.control import Pause, read_pauses, send_command
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import utc_text
 
 

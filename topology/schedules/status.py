@@ -12,7 +12,8 @@ from typing import Any
 
 from topology.history.status import ScheduleState, StatusFold
 from topology.schedules.control import Pause
-from topology.schedules.load import Schedule, ScheduleSet
+from topology.schedules.load import ScheduleSet
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import utc_text
 
 

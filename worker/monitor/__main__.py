@@ -17,7 +17,8 @@ from topology.runtime.service import (
     run_service,
 )
 from topology.runtime.settings import load_settings
-from topology.schedules.load import Schedule, configured_schedules
+from topology.schedules.load import configured_schedules
+from topology.schedules.schedule import Schedule
 from worker.monitor.service import Monitor
 from worker.monitor.settings import MonitorSettings
 

@@ -26,7 +26,7 @@ from topology.errors import BROKER_TROUBLE
 from topology.names import Names
 from topology.plan import RetryPlan
 from topology.records import FailedRecord, read_record
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from worker.monitor.alerts import AlertSender, Condition
 from worker.monitor.dashboard import Dashboard
 from worker.monitor.settings import MonitorSettings

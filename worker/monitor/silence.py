@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from topology.history.status import ScheduleState
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from topology.schedules.timing import utc_text
 from worker.monitor.alerts import Condition
 from worker.monitor.status import StatusKeeper

@@ -23,7 +23,7 @@ from topology.history.events import Event
 from topology.history.follow import StreamFollower
 from topology.history.publisher import HistoryPublisher
 from topology.names import Names
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from worker.monitor.dashboard import pages
 from worker.monitor.dashboard.activity import DAY, Activity
 from worker.monitor.dashboard.app import create_app

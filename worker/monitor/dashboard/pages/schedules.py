@@ -11,7 +11,7 @@ from aiohttp import web
 
 from topology.envelope import utcnow
 from topology.schedules import commands
-from topology.schedules.load import Schedule
+from topology.schedules.schedule import Schedule
 from topology.schedules.status import status_rows
 from worker.monitor.dashboard import views
 from worker.monitor.dashboard.auth import Actor
