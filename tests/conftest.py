@@ -4,39 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal
 
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from chaoslib.namespace import BrokerNamespace
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_broker import available as private_broker_available
-from chaoslib.waits import eventually
 
-from tests.broker import (
-    LOCAL_URL,
-    container_url,
-    delete_all,
-    exchange_exists,
-    local_names,
-    reachable,
-)
+from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
+from tests.inprocess import InProcess, InProcessWorkers
+from tests.namespace import SESSION_PREFIX, TestBroker, namespace_for
 from topology.client import Client
-from topology.declare import Topology, declare_topology
-from topology.delay import delay_objects
-from topology.names import FINAL_KEY
 from topology.plan import RetryPlan
-from topology.runtime.service import Service
 from topology.schedules.schedule import Schedule
-from worker.consumer import Worker
 from worker.http import HttpHandler, http_options, new_session
 from worker.monitor import Monitor, MonitorSettings
-from worker.registry import Registry
 from worker.settings import WorkerSettings
 
 
@@ -62,15 +47,6 @@ def amqp_url() -> Iterator[str]:
         yield url
 
 
-#: Every namespace of this run starts with this, so one sweep at the end finds leftovers.
-SESSION_PREFIX = f"t{uuid.uuid4().hex[:6]}_"
-
-
-def _namespace(node: pytest.Item) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", node.name.lower())[:40]
-    return f"{SESSION_PREFIX}{slug}_{uuid.uuid4().hex[:4]}"
-
-
 #: The shared broker's URL once a test used it: only then is there anything to sweep.
 _SHARED_USED: set[str] = set()
 
@@ -87,78 +63,6 @@ def sweep_leftovers() -> Iterator[None]:
         exchanges = local_names(SESSION_PREFIX, "exchanges") or []
         if queues or exchanges:
             asyncio.run(delete_all(url, queues, exchanges))
-
-
-class TestBroker(BrokerNamespace):
-    """A test's namespace on the real broker, and helpers to look inside it."""
-
-    __test__ = False
-
-    def settings(self, **overrides: Any) -> WorkerSettings:
-        """Worker settings for this namespace, with small timeouts for tests."""
-        values: dict[str, Any] = {
-            "namespace": self.names.namespace,
-            "amqp_url": self.url,
-            "queue_type": self.queue_type,
-            "shutdown_grace_seconds": 5,
-            "log_format": "console",
-        }
-        values.update(overrides)
-        return WorkerSettings(**values)
-
-    async def declare(self) -> Topology:
-        """Declare the namespace's topology."""
-        return await declare_topology(await self.channel(), self.names, self.settings())
-
-    async def depth(self, queue: str) -> int:
-        """Number of ready messages in ``queue``."""
-        channel = await self.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        await channel.close()
-        return declared.declaration_result.message_count or 0
-
-    async def get_all(self, queue: str, *, ack: bool = False) -> list[Any]:
-        """Every message now in ``queue``, requeued afterwards unless ``ack``."""
-        channel = await self.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        messages = []
-        while (message := await declared.get(fail=False, no_ack=ack)) is not None:
-            messages.append(message)
-        await channel.close()
-        return messages
-
-    async def reject_head(self, count: int = 1) -> None:
-        """Take ``count`` messages from the main queue's head and reject them, as a failed
-        attempt does: each moves on to the retry queue its routing key names."""
-        channel = await self.channel()
-        main = await channel.declare_queue(self.names.main_queue, passive=True)
-        for _ in range(count):
-            message = await main.get(timeout=5)
-            assert message is not None, "the main queue is empty"
-            await message.reject(requeue=False)
-        await channel.close()
-
-    async def wait_depth(self, queue: str, count: int, timeout: float = 10) -> None:
-        """Wait until ``queue`` holds at least ``count`` ready messages."""
-
-        async def deep() -> bool:
-            return await self.depth(queue) >= count
-
-        await eventually(deep, timeout, what=f"{count} message(s) in {queue}")
-
-    async def cleanup(self) -> None:
-        """Delete the namespace's queues and exchanges (the session sweep finds any other)."""
-        names = self.names
-        queues = [names.main_queue, names.failed_queue, names.monitor_queue]
-        queues += [names.leader_queue, names.watermark_queue]
-        queues += [names.history_stream, names.control_stream, names.status_queue]
-        queues += [names.retry_queue(key) for key in self.plan_keys]
-        exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
-        if await exchange_exists(self.url, names.delay_deliver_exchange):
-            delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
-            queues += delay_queues
-            exchanges += delay_exchanges
-        await delete_all(self.url, queues, exchanges)
 
 
 Node = Literal["shared", "private"]
@@ -186,7 +90,7 @@ async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[Te
         url = request.getfixturevalue("amqp_url")
         _SHARED_USED.add(url)
         connection = await aio_pika.connect(url, client_properties=name)
-    test_broker = TestBroker(url, _namespace(request.node), connection)
+    test_broker = TestBroker(url, namespace_for(request.node), connection)
     try:
         yield test_broker
     finally:
@@ -212,54 +116,6 @@ async def confirming(broker: TestBroker) -> AsyncIterator[AbstractChannel]:
     yield channel
     if not channel.is_closed:
         await channel.close()
-
-
-class ReadyService(Service, Protocol):
-    """A service that says when it consumes (worker, monitor)."""
-
-    ready: asyncio.Event
-
-
-class InProcess:
-    """Services (workers, monitors) run as tasks of the test's event loop, stopped together."""
-
-    def __init__(self, start_timeout: float) -> None:
-        self._start_timeout = start_timeout
-        self._started: list[tuple[ReadyService, asyncio.Task[None]]] = []
-
-    async def start(self, service: ServiceT) -> ServiceT:
-        """Run ``service`` and wait until it is ready (or raise why it could not start)."""
-        task = asyncio.create_task(service.run())
-        self._started.append((service, task))
-        ready = asyncio.create_task(service.ready.wait())
-        await asyncio.wait(
-            {ready, task}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        if task.done():
-            ready.cancel()
-            task.result()
-        return service
-
-    async def stop_all(self, timeout: float) -> None:
-        """Stop every service started and wait for each to finish."""
-        for service, task in self._started:
-            service.stop()
-            await asyncio.wait_for(task, timeout)
-
-
-ServiceT = TypeVar("ServiceT", bound=ReadyService)
-
-
-class InProcessWorkers(InProcess):
-    """Workers run in-process, with settings from ``settings``."""
-
-    def __init__(self, settings: Callable[..., WorkerSettings], start_timeout: float) -> None:
-        super().__init__(start_timeout)
-        self._settings = settings
-
-    async def start_worker(self, registry: Registry | None = None, **overrides: Any) -> Worker:
-        """Start a worker and wait until it consumes (or raise why it could not)."""
-        return await self.start(Worker(self._settings(**overrides), registry))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 from chaoslib.waits import eventually
 from playwright.async_api import Page
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from topology.errors import PermanentError
 from topology.history.publisher import publishing
 from topology.schedules import commands

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import TestBroker
 from tests.helpers import envelope
+from tests.namespace import TestBroker
 from topology.envelope import Envelope
 from topology.names import FAILED_KEY
 from topology.records import Failure, envelope_record

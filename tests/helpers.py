@@ -12,7 +12,7 @@ from typing import Any
 import aio_pika
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from topology.envelope import Envelope, one_off_run_id, utcnow
 from topology.history.events import Event
 from topology.history.reader import read_stream

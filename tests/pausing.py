@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import TestBroker
 from tests.failed_records import run_script
 from tests.helpers import wait_history
+from tests.namespace import TestBroker
 from topology.history.events import Event
 
 

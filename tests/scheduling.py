@@ -17,7 +17,7 @@ from chaoslib.waits import eventually
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
 from scheduler.watermark import Watermark
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from topology.envelope import Envelope
 from topology.schedules.load import ScheduleSet, load_schedules, parse_schedules
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import envelope, publish, registry
+from tests.namespace import TestBroker
 from worker.acks import Acks
 from worker.context import TaskContext
 

@@ -9,8 +9,8 @@ import aio_pika
 import pytest
 
 import worker.adopt
-from tests.conftest import TestBroker
 from tests.helpers import Recorder, envelope, publish_raw, registry
+from tests.namespace import TestBroker
 from worker.adopt import needs_plan
 
 pytestmark = pytest.mark.broker

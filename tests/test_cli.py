@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from aio_pika.exceptions import ChannelNotFoundEntity
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
+from tests.namespace import TestBroker
 from tests.scheduling import env_for
 
 ROOT = Path(__file__).resolve().parent.parent

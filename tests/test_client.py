@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TestBroker
 from tests.helpers import Recorder, registry
+from tests.namespace import TestBroker
 from topology.client import BrokerUnavailable, Client, Enqueued, SyncClient
 from topology.client.keys import key_digest
 from topology.errors import SettingsError, TopologyError

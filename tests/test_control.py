@@ -11,8 +11,8 @@ import pytest
 from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-from tests.conftest import TestBroker
 from tests.helpers import history
+from tests.namespace import TestBroker
 from tests.pausing import matching, schedules_script, wait_events
 from tests.scheduling import (
     Schedulers,

@@ -12,8 +12,9 @@ import aio_pika
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
+from tests.namespace import TestBroker
 from topology.envelope import Envelope
 from worker.crashloop import marker_key
 from worker.registry import Registry

@@ -11,8 +11,8 @@ import pytest
 from chaoslib.private_broker import PrivateBroker, holding
 from chaoslib.waits import NeverHappened, eventually
 
-from tests.conftest import TestBroker
 from tests.helpers import Recorder, registry, wait_history
+from tests.namespace import TestBroker
 from topology.client import Client, RetryPlan
 from topology.envelope import utcnow
 from topology.history.events import Event

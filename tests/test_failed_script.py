@@ -10,9 +10,10 @@ import aio_pika
 import orjson
 import pytest
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
+from tests.namespace import TestBroker
 from topology.declare import UNLIMITED_DELIVERIES
 from topology.envelope import utcnow
 from topology.failed.select import RecordFilter

@@ -22,7 +22,7 @@ import scheduler.publisher
 import topology.broker.batch
 from scheduler.service import Scheduler
 from scheduler.settings import SchedulerSettings
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
 from topology.broker.batch import Outgoing, encode, publish_batch
 from topology.declare import queue_arguments

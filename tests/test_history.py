@@ -10,8 +10,9 @@ import pytest
 from chaoslib.waits import eventually
 from prometheus_client import REGISTRY
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry, wait_history
+from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
 from topology.errors import PermanentError
 from topology.history.events import Event

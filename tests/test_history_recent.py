@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from aio_pika.abc import AbstractConnection
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, attempt_ended, envelope, publish, registry, wait_history
+from tests.namespace import TestBroker
 from topology.envelope import utcnow
 from topology.history import recent
 from topology.history.reader import Start

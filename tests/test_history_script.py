@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import json_out, put_failed, run_script
 from tests.helpers import Recorder, attempt_ended, envelope, publish, registry, wait_history
+from tests.namespace import TestBroker
 from topology.envelope import Envelope
 from topology.errors import PermanentError
 from worker.context import TaskContext

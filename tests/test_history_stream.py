@@ -10,7 +10,7 @@ import pytest
 from aiormq.exceptions import ChannelPreconditionFailed
 
 import topology.history.publisher as publisher_module
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from topology.envelope import utcnow
 from topology.history.events import decode, encode, event
 from topology.history.losses import Losses

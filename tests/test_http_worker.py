@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import run_script
 from tests.helpers import envelope, publish, wait_history
+from tests.namespace import TestBroker
 from tests.test_history import of_type
 from tests.webhook import Endpoint, bodies, serve
 

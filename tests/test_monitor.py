@@ -13,9 +13,10 @@ import pytest
 from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
+from tests.namespace import TestBroker
 from tests.webhook import Endpoint, bodies, conditions, serve
 from topology.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
 from topology.records import record_from

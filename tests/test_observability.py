@@ -11,8 +11,9 @@ import pytest
 from chaoslib.private_broker import free_port
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
+from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
 from topology.runtime.service import start_metrics
 from worker.__main__ import health_checks

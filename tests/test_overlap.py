@@ -13,8 +13,9 @@ from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 import worker.overlap
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
+from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for
 from worker.registry import Registry
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish
+from tests.namespace import TestBroker
 from topology.client import Client
 from worker.registry import Registry
 

@@ -18,7 +18,7 @@ import scheduler.leader
 import scheduler.publisher
 import scheduler.service
 import topology.broker.batch
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from tests.scheduling import (
     Schedulers,
     every,

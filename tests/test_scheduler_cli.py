@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from tests.scheduling import ROOT, Spawner, env_for, fire_times, write_schedules
 
 pytestmark = pytest.mark.broker

@@ -13,9 +13,10 @@ from chaoslib.waits import eventually
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import json_out, run_script
 from tests.helpers import Recorder, envelope, publish, registry
+from tests.namespace import TestBroker
 from tests.scheduling import write_schedules
 from tests.webhook import Endpoint, bodies, conditions, serve
 from topology.envelope import Envelope, utcnow

@@ -5,8 +5,9 @@ from __future__ import annotations
 import aio_pika
 import pytest
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import envelope, publish, publish_raw
+from tests.namespace import TestBroker
 from topology.declare import PlanDeclarer, declare_topology
 from topology.errors import TopologyError
 from topology.names import Names

@@ -10,8 +10,9 @@ import pytest
 from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import envelope, history, publish, registry
+from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import every, published, write_schedules
 from topology.envelope import utcnow

@@ -19,7 +19,7 @@ from aio_pika.exceptions import PublishError
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from topology.broker.batch import Outgoing, encode
 from topology.broker.underlay import (
     RELIED_ON,

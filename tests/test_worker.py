@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
+from tests.namespace import TestBroker
 from topology.errors import PermanentError
 from topology.headers import rejections
 from worker.context import TaskContext

@@ -12,8 +12,10 @@ from chaoslib.ledger import Ledger
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.processes import Procs, base_env
 
-from tests.conftest import InProcessWorkers, Node, TestBroker
+from tests.conftest import Node
 from tests.faults.harness import FaultScenario
+from tests.inprocess import InProcessWorkers
+from tests.namespace import TestBroker
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Proc
 from chaoslib.scenario import Scenario
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 
 #: How long a frozen broker stays frozen: aiormq gives up on a connection after
 #: 3 x (heartbeat + 1) s without a frame, 9 s at the fault tests' 2 s heartbeat.

@@ -26,7 +26,6 @@ from chaoslib.scenario import StillInFlight
 from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope, workload
 
-from tests.conftest import TestBroker, _namespace
 from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import (
     LEADING,
@@ -36,6 +35,7 @@ from tests.faults.test_scheduler_faults import (
     schedules_file,
     spawn_scheduler,
 )
+from tests.namespace import TestBroker, namespace_for
 from topology.broker.connect import connect
 from topology.envelope import Envelope
 from topology.runtime.settings import CronSettings
@@ -75,7 +75,7 @@ async def scenario(
     """A quorum-queue scenario on the cluster; its processes are killed afterwards."""
     settings = CronSettings(amqp_url=whole.url, heartbeat_seconds=2)
     connection = await connect(settings, f"test:{request.node.name}", log_outages=False)
-    broker = TestBroker(whole.url, _namespace(request.node), connection)
+    broker = TestBroker(whole.url, namespace_for(request.node), connection)
     broker.queue_type = "quorum"
     procs = Procs(tmp_path, base_env(whole.url, broker.names.namespace, ledger.path))
     made = ClusterScenario(whole, broker, ledger, procs)

@@ -12,9 +12,10 @@ from chaoslib.processes import Proc
 from chaoslib.waits import eventually
 from chaoslib.workload import ledger_envelope
 
-from tests.conftest import TestBroker, plan
+from tests.conftest import plan
 from tests.failed_records import ids_in, put_failed
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario
+from tests.namespace import TestBroker
 from topology.failed.replay import WINDOW, Replayer, ReplayOptions
 from topology.failed.select import RecordFilter
 from topology.runtime.settings import CronSettings

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from chaoslib.waits import eventually
 
-from tests.conftest import TestBroker
+from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import Process, Spawner, env_for, every, fire_times, write_schedules
 
