@@ -1,4 +1,5 @@
-"""Fixtures of the fault tests: a scenario on the private node, its ledger and its processes."""
+"""Fixtures of the fault tests: a scenario on the private node, its ledger and its processes;
+the private cluster of the cluster tests."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 from chaoslib.ledger import Ledger
-from chaoslib.private_broker import PrivateBroker
+from chaoslib.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
+from chaoslib.private_broker import available as private_broker_available
+from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Procs, base_env
 
 from tests.conftest import Node
@@ -69,3 +72,37 @@ async def run_private_worker(broker: TestBroker) -> AsyncIterator[Any]:
     workers = InProcessWorkers(partial(private_worker_settings, broker), start_timeout=30)
     yield workers.start_worker
     await workers.stop_all(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
+    """Three joined nodes of the run's release, removed after the module's tests."""
+    if not private_broker_available():
+        pytest.fail("rabbitmq-server is not installed: cluster tests need private nodes")
+    made = PrivateCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        made.start()
+        yield made
+    finally:
+        made.remove()
+
+
+@pytest.fixture
+def whole(cluster: PrivateCluster) -> Iterator[PrivateCluster]:
+    """The cluster with every node running, thawed and joined, before and after the test."""
+    for node in cluster.nodes:
+        node.thaw()
+    cluster.heal()
+    yield cluster
+    for node in cluster.nodes:
+        node.thaw()
+    cluster.heal()
+
+
+@pytest.fixture
+def long_consumer_timeout(whole: PrivateCluster) -> Iterator[None]:
+    """Channels opened meanwhile take 120 s to time a consumer out, for workers started with
+    ``tests.faults.cluster.LONG_ATTEMPTS``."""
+    whole.set_consumer_timeout(120_000)
+    yield
+    whole.set_consumer_timeout(CONSUMER_TIMEOUT_MS)

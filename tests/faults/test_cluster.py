@@ -8,24 +8,26 @@ and the publisher are given every node (``CRON_AMQP_URL``, comma-separated).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from chaoslib.ledger import Fate, Ledger
-from chaoslib.private_broker import (
-    CONSUMER_TIMEOUT_MS,
-    NET_TICKTIME_SECONDS,
-    PrivateBroker,
-    release,
-)
-from chaoslib.private_broker import available as private_broker_available
+from chaoslib.private_broker import NET_TICKTIME_SECONDS, release
 from chaoslib.private_cluster import PrivateCluster
-from chaoslib.processes import Proc, Procs, base_env
+from chaoslib.processes import Procs, base_env
 from chaoslib.scenario import StillInFlight
 from chaoslib.waits import eventually
-from chaoslib.workload import ledger_envelope, workload
+from chaoslib.workload import workload
 
+from tests.faults.cluster import (
+    LONG_ATTEMPTS,
+    first_node_url,
+    flowing,
+    locked_run,
+    nothing_lost,
+    workers_on,
+)
 from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import (
     LEADING,
@@ -37,35 +39,9 @@ from tests.faults.test_scheduler_faults import (
 )
 from tests.namespace import TestBroker, namespace_for
 from topology.broker.connect import connect
-from topology.envelope import Envelope
 from topology.runtime.settings import CronSettings
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
-    """Three joined nodes of the run's release, removed after the module's tests."""
-    if not private_broker_available():
-        pytest.fail("rabbitmq-server is not installed: cluster tests need private nodes")
-    made = PrivateCluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        made.start()
-        yield made
-    finally:
-        made.remove()
-
-
-@pytest.fixture
-def whole(cluster: PrivateCluster) -> Iterator[PrivateCluster]:
-    """The cluster with every node running, thawed and joined, before and after the test."""
-    for node in cluster.nodes:
-        node.thaw()
-    cluster.heal()
-    yield cluster
-    for node in cluster.nodes:
-        node.thaw()
-    cluster.heal()
 
 
 @pytest.fixture
@@ -87,35 +63,6 @@ async def scenario(
         whole.restart_all()
         await connection.close()
         await broker.cleanup()
-
-
-def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
-    """``CRON_AMQP_URL`` listing every node, ``first`` first: a process connects there."""
-    others = [node.url for node in cluster.nodes if node is not first]
-    return ",".join([first.url, *others])
-
-
-async def workers_on(
-    scenario: ClusterScenario, node: PrivateBroker, count: int = 2, **env: str
-) -> list[Proc]:
-    """``count`` worker processes connected to ``node`` (and given the others after it)."""
-    url = first_node_url(scenario.node, node)
-    return [await scenario.worker(CRON_AMQP_URL=url, **env) for _ in range(count)]
-
-
-async def flowing(scenario: ClusterScenario, tasks: int = 60, attempts: int = 10) -> None:
-    """Publish a mixed workload of half-second tasks and wait until ``attempts`` ran."""
-    await scenario.publish(workload(tasks, 7, seconds=0.3))
-    await eventually(lambda: scenario.ledger.count_attempts() >= attempts, 60)
-
-
-async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
-    """Twenty more tasks complete on the same workers, and the ledger finds nothing lost."""
-    later = [ledger_envelope("ok") for _ in range(20)]
-    await scenario.publish((env, "ok") for env in later)
-    report = await scenario.check(timeout=120)
-    assert all(worker.alive() for worker in workers), "a worker died with its node"
-    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
 
 
 async def test_workers_move_to_another_node_when_theirs_is_killed(
@@ -255,26 +202,6 @@ async def test_a_standby_scheduler_leads_when_the_leaders_node_is_cut_off(
     # watermark (at least once, as for a killed scheduler); never more than that one.
     assert len(report.unexplained) <= 1, report.table()
     assert len(times) >= 8
-
-
-#: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
-#: timeout, 4 s, is raised for them while the test runs).
-LONG_ATTEMPTS = {"CRON_CONSUMER_TIMEOUT_SECONDS": "120", "CRON_TASK_TIMEOUT_SECONDS": "60"}
-
-
-@pytest.fixture
-def long_consumer_timeout(whole: PrivateCluster) -> Iterator[None]:
-    """Channels opened meanwhile take 120 s to time a consumer out, as ``LONG_ATTEMPTS``."""
-    whole.set_consumer_timeout(120_000)
-    yield
-    whole.set_consumer_timeout(CONSUMER_TIMEOUT_MS)
-
-
-def locked_run(seconds: float) -> tuple[Envelope, str]:
-    """A fire of the ``Forbid`` schedule ``locked`` that runs ``seconds``: it holds the lock."""
-    run = ledger_envelope("ok", seconds=seconds)
-    update = {"schedule": "locked", "concurrency": "Forbid", "timeout_seconds": 60}
-    return run.model_copy(update=update), "ok"
 
 
 @pytest.mark.usefixtures("long_consumer_timeout")

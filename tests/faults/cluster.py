@@ -1,0 +1,54 @@
+"""What the cluster tests do on a three-node cluster: workers placed on a node, a workload
+flowing, what "nothing lost" means, and a run that holds an overlap lock."""
+
+from __future__ import annotations
+
+from chaoslib.ledger import Fate
+from chaoslib.private_broker import PrivateBroker
+from chaoslib.private_cluster import PrivateCluster
+from chaoslib.processes import Proc
+from chaoslib.waits import eventually
+from chaoslib.workload import ledger_envelope, workload
+
+from tests.faults.harness import ClusterScenario
+from topology.envelope import Envelope
+
+#: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
+#: timeout, 4 s, is raised for them while the test runs).
+LONG_ATTEMPTS = {"CRON_CONSUMER_TIMEOUT_SECONDS": "120", "CRON_TASK_TIMEOUT_SECONDS": "60"}
+
+
+def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
+    """``CRON_AMQP_URL`` listing every node, ``first`` first: a process connects there."""
+    others = [node.url for node in cluster.nodes if node is not first]
+    return ",".join([first.url, *others])
+
+
+async def workers_on(
+    scenario: ClusterScenario, node: PrivateBroker, count: int = 2, **env: str
+) -> list[Proc]:
+    """``count`` worker processes connected to ``node`` (and given the others after it)."""
+    url = first_node_url(scenario.node, node)
+    return [await scenario.worker(CRON_AMQP_URL=url, **env) for _ in range(count)]
+
+
+async def flowing(scenario: ClusterScenario, tasks: int = 60, attempts: int = 10) -> None:
+    """Publish a mixed workload of half-second tasks and wait until ``attempts`` ran."""
+    await scenario.publish(workload(tasks, 7, seconds=0.3))
+    await eventually(lambda: scenario.ledger.count_attempts() >= attempts, 60)
+
+
+async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
+    """Twenty more tasks complete on the same workers, and the ledger finds nothing lost."""
+    later = [ledger_envelope("ok") for _ in range(20)]
+    await scenario.publish((env, "ok") for env in later)
+    report = await scenario.check(timeout=120)
+    assert all(worker.alive() for worker in workers), "a worker died with its node"
+    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+def locked_run(seconds: float) -> tuple[Envelope, str]:
+    """A fire of the ``Forbid`` schedule ``locked`` that runs ``seconds``: it holds the lock."""
+    run = ledger_envelope("ok", seconds=seconds)
+    update = {"schedule": "locked", "concurrency": "Forbid", "timeout_seconds": 60}
+    return run.model_copy(update=update), "ok"
