@@ -25,9 +25,10 @@ import tempfile
 from pathlib import Path
 
 from chaoslib.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
+from chaoslib.install import available
 from chaoslib.ledger import Ledger
 from chaoslib.namespace import BrokerNamespace
-from chaoslib.private_broker import PrivateBroker, available
+from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Procs, base_env
 from chaoslib.scenario import Scenario

@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaoslib.private_broker import Install, PrivateBroker
+from chaoslib.install import Install
+from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_cluster import PrivateCluster
 
 

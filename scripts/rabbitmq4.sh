@@ -7,7 +7,8 @@
 #                                  /dev in it, print its path
 #   scripts/rabbitmq4.sh unmount   unmount them again (when no 4.x node runs any more)
 #
-# Nodes are started and stopped by scripts/chaoslib/private_broker.py (RABBITMQ=4).
+# scripts/chaoslib/install.py asks for the root (WARREN_RABBITMQ=4); nodes are started and
+# stopped by scripts/chaoslib/private_broker.py.
 #
 # WARREN_RABBITMQ4_ROOT chooses the cache directory (default /var/cache/warren/rabbitmq4).
 set -euo pipefail

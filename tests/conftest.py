@@ -11,8 +11,8 @@ from typing import Any, Literal
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
+from chaoslib.install import available as private_broker_available
 from chaoslib.private_broker import PrivateBroker
-from chaoslib.private_broker import available as private_broker_available
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
 from tests.inprocess import InProcess, InProcessWorkers

@@ -1,9 +1,9 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
-It runs from the installed ``rabbitmq-server`` (3.x) or, with ``WARREN_RABBITMQ=4``, from the
-RabbitMQ 4.0 root that ``scripts/rabbitmq4.sh`` builds and caches, in a chroot. Either way it
-has its own node name, ports, data, logs and Erlang cookie, a ``consumer_timeout`` of a few
-seconds and short heartbeats, so breaking it never touches the machine's shared broker.
+It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 root in a chroot
+(``chaoslib/install.py``). Either way it has its own node name, ports, data, logs and Erlang
+cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it never
+touches the machine's shared broker.
 """
 
 from __future__ import annotations
@@ -20,59 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from chaoslib.install import CTL, SERVER, BrokerNodeError, Install, release
 from chaoslib.waits import NeverHappened, until
 
-SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 CONSUMER_TIMEOUT_MS = 4000
 HEARTBEAT_SECONDS = 2
 #: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
 NET_TICKTIME_SECONDS = 8
-SCRIPTS = Path(__file__).resolve().parent.parent
-
-
-def release() -> str:
-    """The RabbitMQ major version private nodes run: ``WARREN_RABBITMQ`` (3 or 4), else 3."""
-    return os.environ.get("WARREN_RABBITMQ", "3").strip() or "3"
-
-
-class Install:
-    """Where a release's binaries are: the machine's own (3.x), or a chroot root (4.x)."""
-
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root
-
-    @classmethod
-    def of(cls, version: str) -> Install:
-        """The installed 3.x, or the cached 4.x root (built on first use)."""
-        if version == "3":
-            return cls()
-        if version != "4":
-            raise BrokerNodeError(f"WARREN_RABBITMQ={version!r}: give 3 or 4")
-        built = subprocess.run(
-            ["bash", str(SCRIPTS / "rabbitmq4.sh"), "root"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if built.returncode != 0:
-            raise BrokerNodeError(f"scripts/rabbitmq4.sh root failed:\n{built.stderr[-2000:]}")
-        return cls(Path(built.stdout.strip().splitlines()[-1]))
-
-    def command(self, program: str, *args: str) -> list[str]:
-        """``program`` run from this install (in its chroot, if any)."""
-        return [*(["chroot", str(self.root)] if self.root else []), program, *args]
-
-    def place(self, base: Path) -> tuple[Path, str]:
-        """Where a node with data dir ``base`` keeps its files: on this host, and as it sees it."""
-        if self.root is None:
-            return base, str(base)
-        inner = f"/warren/{base.name}-{uuid.uuid4().hex[:6]}"
-        return Path(f"{self.root}{inner}"), inner
-
-
-class BrokerNodeError(RuntimeError):
-    """The private node did not start or stop as asked."""
 
 
 class BrokerNode(Protocol):
@@ -97,11 +51,6 @@ def holding(node: BrokerNode) -> str:
     """The broker's queues that hold messages, with their leader: where a stuck task waits."""
     table = node.ctl("list_queues", "name", "messages", "messages_ready", "leader", "-q")
     return "\n".join(line for line in table.splitlines() if "\t0\t0\t" not in line)
-
-
-def available() -> bool:
-    """True when this machine can run a private node."""
-    return Path(SERVER).exists() and Path(CTL).exists()
 
 
 def free_port() -> int:

@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from chaoslib.private_broker import BrokerNodeError, Install, PrivateBroker, release
+from chaoslib.install import BrokerNodeError, Install, release
+from chaoslib.private_broker import PrivateBroker
 
 
 class PrivateCluster:

@@ -18,9 +18,10 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
+from chaoslib.install import BrokerNodeError
 from chaoslib.ledger import Ledger, Report
 from chaoslib.namespace import BrokerNamespace
-from chaoslib.private_broker import BrokerNode, BrokerNodeError
+from chaoslib.private_broker import BrokerNode
 from chaoslib.processes import WORKER_READY, Proc, Procs
 from topology.broker.connect import connect
 from topology.broker.exclusive import plain_connection

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoslib.install import available as private_broker_available
 from chaoslib.ledger import Ledger
 from chaoslib.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
-from chaoslib.private_broker import available as private_broker_available
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Procs, base_env
 

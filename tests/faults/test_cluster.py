@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from chaoslib.install import release
 from chaoslib.ledger import Fate, Ledger
-from chaoslib.private_broker import NET_TICKTIME_SECONDS, release
+from chaoslib.private_broker import NET_TICKTIME_SECONDS
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Procs, base_env
 from chaoslib.scenario import StillInFlight

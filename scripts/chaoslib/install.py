@@ -1,0 +1,63 @@
+"""Which RabbitMQ a private node runs: the installed ``rabbitmq-server`` (3.x) or, with
+``WARREN_RABBITMQ=4``, the RabbitMQ 4.0 root that ``scripts/rabbitmq4.sh`` builds and caches,
+run in a chroot."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+SCRIPTS = Path(__file__).resolve().parent.parent
+
+
+def release() -> str:
+    """The RabbitMQ major version private nodes run: ``WARREN_RABBITMQ`` (3 or 4), else 3."""
+    return os.environ.get("WARREN_RABBITMQ", "3").strip() or "3"
+
+
+class Install:
+    """Where a release's binaries are: the machine's own (3.x), or a chroot root (4.x)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
+
+    @classmethod
+    def of(cls, version: str) -> Install:
+        """The installed 3.x, or the cached 4.x root (built on first use)."""
+        if version == "3":
+            return cls()
+        if version != "4":
+            raise BrokerNodeError(f"WARREN_RABBITMQ={version!r}: give 3 or 4")
+        built = subprocess.run(
+            ["bash", str(SCRIPTS / "rabbitmq4.sh"), "root"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if built.returncode != 0:
+            raise BrokerNodeError(f"scripts/rabbitmq4.sh root failed:\n{built.stderr[-2000:]}")
+        return cls(Path(built.stdout.strip().splitlines()[-1]))
+
+    def command(self, program: str, *args: str) -> list[str]:
+        """``program`` run from this install (in its chroot, if any)."""
+        return [*(["chroot", str(self.root)] if self.root else []), program, *args]
+
+    def place(self, base: Path) -> tuple[Path, str]:
+        """Where a node with data dir ``base`` keeps its files: on this host, and as it sees it."""
+        if self.root is None:
+            return base, str(base)
+        inner = f"/warren/{base.name}-{uuid.uuid4().hex[:6]}"
+        return Path(f"{self.root}{inner}"), inner
+
+
+class BrokerNodeError(RuntimeError):
+    """The private node did not start or stop as asked."""
+
+
+def available() -> bool:
+    """True when this machine can run a private node."""
+    return Path(SERVER).exists() and Path(CTL).exists()
