@@ -19,8 +19,8 @@ from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
 from topology.errors import DestinationDenied, PermanentError, SettingsError
 from topology.runtime.settings import load_settings
-from worker.destinations import DestinationPolicy, Rules
-from worker.http import HttpHandler, http_options
+from worker.destinations import DestinationPolicy, Rules, warn_if_metadata_reachable
+from worker.http import HttpHandler
 from worker.resolver import PolicyResolver
 from worker.settings import WorkerSettings
 
@@ -242,9 +242,8 @@ def test_a_deny_list_without_the_metadata_addresses_is_warned_about(
     deny: str | None, warned: bool
 ) -> None:
     """Replacing CRON_HTTP_DENY without the defaults logs a warning naming what is reachable."""
-    settings = WorkerSettings() if deny is None else WorkerSettings(http_deny=deny)
     with capture_logs() as logs:
-        http_options(settings)
+        warn_if_metadata_reachable(policy(deny=deny))
     warnings = [e for e in logs if "cloud metadata" in e["event"]]
     assert bool(warnings) is warned
     if warned:

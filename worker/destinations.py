@@ -25,11 +25,17 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from typing import Any, Final
 
+import structlog
+
 from topology.errors import DestinationDenied
+
+log = structlog.get_logger("worker.destinations")
 
 Address = IPv4Address | IPv6Address
 #: Link-local (cloud metadata at 169.254.169.254, IPv6 link-local) and EC2's IPv6 metadata.
 DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254")
+#: Where clouds serve instance credentials: a policy that permits these is worth a warning.
+METADATA = (IPv4Address("169.254.169.254"), IPv6Address("fd00:ec2::254"))
 
 
 def literal_address(host: str) -> Address | None:
@@ -171,3 +177,14 @@ class DestinationPolicy:
         if any(self.allow.match_address(a) for a in judged):
             return None
         return "is not allowed by CRON_HTTP_ALLOW"
+
+
+def warn_if_metadata_reachable(policy: DestinationPolicy) -> None:
+    """Log a warning when the policy lets http tasks reach cloud metadata (a CRON_HTTP_DENY
+    set without its defaults, which it replaces)."""
+    exposed = [str(a) for a in METADATA if policy.permits("", a)]
+    if exposed:
+        log.warning(
+            "CRON_HTTP_DENY lets http tasks reach cloud metadata; add its default entries back",
+            reachable=exposed,
+        )
