@@ -50,9 +50,17 @@ class TaskPublisher:
 
         ``delayed``: the delay levels hold the task until its ``scheduled_for``.
         """
+        await self.prepare(plan, delayed)
+        await self.send(envelope, plan, delayed)
+
+    async def prepare(self, plan: RetryPlan, delayed: bool = False) -> None:
+        """Declare what a task needs before it is sent: its plan's queues, the delay levels."""
         await self._plans.declare(plan)
         if delayed:
             await self._delays.declare(plan)
+
+    async def send(self, envelope: Envelope, plan: RetryPlan, delayed: bool = False) -> None:
+        """Publish the task, ``prepare``d before; return once the broker confirmed it."""
         # Counted after the declarations: the first ones of a process take a while.
         hold = seconds_until(envelope.scheduled_for, utcnow()) if delayed else 0
         if hold == 0:
