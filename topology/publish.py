@@ -7,10 +7,12 @@ from datetime import datetime
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
+from aiormq.exceptions import ChannelNotFoundEntity, PublishError
 
 from topology.declare import PlanDeclarer, QueueType
 from topology.delay import DelayDeclarer, delay_key, seconds_until
 from topology.envelope import CONTENT_TYPE, Envelope, utcnow
+from topology.errors import BrokerError
 from topology.names import Names
 from topology.plan import RetryPlan
 
@@ -70,6 +72,14 @@ class TaskPublisher:
             self._levels = await self._channel.get_exchange(
                 self._names.delay_exchange, ensure=False
             )
-        await self._levels.publish(
-            task_message(envelope), delay_key(hold, plan.key), mandatory=True
-        )
+        try:
+            await self._levels.publish(
+                task_message(envelope), delay_key(hold, plan.key), mandatory=True
+            )
+        except (ChannelNotFoundEntity, PublishError) as error:
+            # No exchange, or no queue where a level routes the task: the levels were deleted.
+            self._delays.forget()
+            raise BrokerError(
+                f"the delay levels of namespace {self._names.namespace} are missing on the "
+                f"broker ({error}); they are declared again at the next delayed enqueue: retry"
+            ) from error
