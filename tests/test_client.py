@@ -14,6 +14,7 @@ from tests.namespace import TestBroker
 from topology.client import BrokerUnavailable, Client, Enqueued, SyncClient
 from topology.client.keys import key_digest
 from topology.errors import SettingsError, TopologyError
+from topology.publish import TaskPublisher
 
 pytestmark = pytest.mark.broker
 
@@ -99,6 +100,58 @@ async def test_the_sync_client_works_from_a_plain_thread(
     await worker.join()
     assert done.run_id == recorder.calls[0][1].run_id
     assert len(recorder.calls) == 2
+
+
+def test_a_sync_call_that_times_out_is_cancelled(
+    broker: TestBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An enqueue past the SyncClient's timeout raises TimeoutError and stops there: it
+    cannot send the task after the caller was told it failed."""
+    cancelled = threading.Event()
+
+    async def never_confirmed(*args: Any, **kwargs: Any) -> Enqueued:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("never reached")
+
+    monkeypatch.setattr(Client, "enqueue", never_confirmed)
+    client = SyncClient(broker.settings(), timeout=0.2)
+    try:
+        with pytest.raises(TimeoutError):
+            client.enqueue("job")
+        assert cancelled.wait(5)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(("stage", "kept"), [("prepare", False), ("send", True)])
+async def test_a_retry_with_its_key_after_a_cancelled_enqueue_sends_the_task_once(
+    broker: TestBroker,
+    client: Client,
+    key_queues: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    stage: str,
+    kept: bool,
+) -> None:
+    """Cancelled (a caller's timeout) once its task's publish began, an enqueue keeps its
+    key, since the task may reach the broker; cancelled before, it frees the key."""
+    key_queues.append("order-9")
+    original = getattr(TaskPublisher, stage)
+
+    async def then_hang(*args: Any, **kwargs: Any) -> None:
+        await original(*args, **kwargs)
+        await asyncio.Event().wait()  # a confirm that never comes back
+
+    with monkeypatch.context() as patched, pytest.raises(TimeoutError):
+        patched.setattr(TaskPublisher, stage, then_hang)
+        async with asyncio.timeout(0.5):
+            await client.enqueue("job", key="order-9")
+    retried = await client.enqueue("job", key="order-9")
+    assert retried.created is not kept
+    assert await broker.depth(broker.names.main_queue) == 1
 
 
 async def test_an_unreachable_broker_is_a_clear_error(broker: TestBroker) -> None:

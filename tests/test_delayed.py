@@ -11,10 +11,13 @@ import pytest
 from chaoslib.private_broker import PrivateBroker, holding
 from chaoslib.waits import NeverHappened, eventually
 
+from tests.broker import delete_all
 from tests.helpers import Recorder, registry, wait_history
 from tests.namespace import TestBroker
 from topology.client import Client, RetryPlan
+from topology.delay import delay_objects
 from topology.envelope import utcnow
+from topology.errors import BrokerError
 from topology.history.events import Event
 from worker.context import TaskContext
 
@@ -143,3 +146,25 @@ async def test_a_delayed_task_held_across_a_broker_restart_runs_once(
     await worker.join()
     # join: the main queue is empty and every delivery settled, so no second run is coming.
     assert [(ctx.run_id, ctx.attempt) for _, ctx in recorder.calls] == [(sent.run_id, 1)]
+
+
+@pytest.mark.parametrize("deleted", ["exchanges", "queues"])
+async def test_delay_levels_deleted_while_the_client_runs_are_declared_again(
+    broker: TestBroker, client: Client, run_worker: Any, deleted: str
+) -> None:
+    """The levels are declared once per process; deleted behind its back, the next delayed
+    enqueue fails naming them and declares them again, so its retry is held and run."""
+    recorder = Recorder()
+    await run_worker(registry(job=recorder))
+    await client.enqueue("job", delay=1)
+    await recorder.wait_calls(1)
+    queues, exchanges = delay_objects(broker.names, [client.settings.default_plan().key])
+    if deleted == "queues":
+        await delete_all(broker.url, queues, [])
+    else:
+        await delete_all(broker.url, [], exchanges)
+    with pytest.raises(BrokerError, match=r"delay levels .* missing .* retry"):
+        await client.enqueue("job", delay=1)
+    again = await client.enqueue("job", delay=1)
+    await recorder.wait_calls(2)
+    assert recorder.calls[1][1].run_id == again.run_id

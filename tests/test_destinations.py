@@ -6,19 +6,22 @@ checked as a decision of the policy, and the check after DNS with deny rules on 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from ipaddress import ip_address
 from typing import Any
 
 import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
 from structlog.testing import capture_logs
 
 from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
 from topology.errors import DestinationDenied, PermanentError, SettingsError
 from topology.runtime.settings import load_settings
-from worker.destinations import DestinationPolicy, Rules
-from worker.http import HttpHandler, http_options
+from worker.destinations import DestinationPolicy, Rules, warn_if_metadata_reachable
+from worker.http import HttpHandler
+from worker.resolver import PolicyResolver
 from worker.settings import WorkerSettings
 
 Handler = Callable[..., HttpHandler]
@@ -32,12 +35,24 @@ def policy(allow: str = "", deny: str | None = None) -> DestinationPolicy:
     return WorkerSettings(**values).destination_policy()
 
 
+#: 169.254.169.254 inside IPv6 addresses: mapped, 6to4, NAT64 (both spellings), IPv4-compatible
+#: and Teredo (whose client address is stored inverted).
+METADATA_IN_IPV6 = [
+    "::ffff:169.254.169.254",
+    "2002:a9fe:a9fe::1",
+    "64:ff9b::a9fe:a9fe",
+    "64:ff9b::169.254.169.254",
+    "::169.254.169.254",
+    "2001:0:4136:e378:8000:63bf:5601:5601",
+]
+
+
 @pytest.mark.parametrize(
-    "address",
-    ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"],
+    "address", ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", *METADATA_IN_IPV6]
 )
 def test_link_local_and_metadata_addresses_are_denied_by_default(address: str) -> None:
-    """Cloud metadata and link-local addresses, literal or resolved, are refused by default."""
+    """Cloud metadata and link-local addresses, literal, resolved or carried in IPv6 addresses,
+    are refused by default."""
     assert not policy().permits("metadata.internal", ip_address(address.partition("%")[0]))
     with pytest.raises(DestinationDenied, match="refused"):
         policy().check_host(address)
@@ -67,6 +82,42 @@ def test_allow_and_deny_rules(
 ) -> None:
     """Names, wildcards and CIDRs; with allow rules a destination must match one."""
     assert policy(allow, deny).permits(host, ip_address(address)) is permitted
+
+
+@pytest.mark.parametrize(
+    ("address", "carries_10_net"),
+    [
+        ("2002:a01:203::1", True),
+        ("64:ff9b::a01:203", True),
+        ("::10.1.2.3", True),
+        ("2002:b01:203::1", False),
+        ("64:ff9b::b01:203", False),
+        ("::1", False),  # loopback, not 0.0.0.1
+    ],
+)
+def test_a_rule_on_an_ipv4_address_covers_the_ipv6_addresses_that_carry_it(
+    address: str, carries_10_net: bool
+) -> None:
+    """A rule on 10.0.0.0/8 applies to its 6to4, NAT64 and IPv4-compatible forms, and only those."""
+    assert policy(deny="10.0.0.0/8").permits("svc", ip_address(address)) is not carries_10_net
+    assert policy(allow="10.0.0.0/8", deny="").permits("svc", ip_address(address)) is carries_10_net
+
+
+def test_a_refusal_names_the_ipv4_address_an_ipv6_one_carries() -> None:
+    """The error shows which IPv4 address the rule matched."""
+    with pytest.raises(DestinationDenied, match=r"64:ff9b::a9fe:a9fe \(169\.254\.169\.254\) is"):
+        policy().check_host("64:ff9b::a9fe:a9fe")
+
+
+@pytest.mark.parametrize(
+    "address", ["0.0.0.0", "0.1.2.3", "::", "::ffff:0.0.0.0", "2002::1", "64:ff9b::"]
+)
+def test_unspecified_addresses_are_refused_whatever_the_rules_say(address: str) -> None:
+    """0.0.0.0/8 and ``::`` reach this host: refused even when every rule would allow them."""
+    lenient = policy(allow="0.0.0.0/8,::/0,127.0.0.0/8,svc", deny="")
+    assert not lenient.permits("svc", ip_address(address))
+    with pytest.raises(DestinationDenied, match=r"unspecified .* always refused"):
+        lenient.check_host(address)
 
 
 def test_a_denied_name_is_refused_before_it_is_resolved() -> None:
@@ -102,6 +153,54 @@ async def test_a_denied_literal_address_receives_nothing(http_handler: Handler) 
     ):
         await http_handler(http_deny="127.0.0.2/32")({"url": endpoint.url}, CTX)
     assert endpoint.requests == [] and caught.value.reason == "destination-denied"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::]"])
+async def test_the_unspecified_address_receives_nothing_though_it_reaches_this_host(
+    http_handler: Handler, host: str
+) -> None:
+    """``http://0.0.0.0:port/`` connects to this host's own listeners: refused, nothing sent."""
+    with serve(Endpoint()) as endpoint:
+        port = int(endpoint.url.rpartition(":")[2])
+        with socket.create_connection(("0.0.0.0", port), timeout=5):
+            pass  # the way past a loopback rule is real: the kernel connects it to 127.0.0.1
+        with pytest.raises(DestinationDenied, match="unspecified"):
+            await http_handler(http_deny="127.0.0.0/8,::1")({"url": f"http://{host}:{port}/"}, CTX)
+    assert endpoint.requests == []
+
+
+class Answers(AbstractResolver):
+    """A resolver that answers every name with the given addresses, asking no DNS server."""
+
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = addresses
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        """One record per address, as the system's resolver gives them."""
+        return [
+            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
+            for a in self.addresses
+        ]
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+
+async def test_a_name_resolving_to_unspecified_or_carried_metadata_is_refused() -> None:
+    """A DNS answer of 0.0.0.0 (a sinkhole) or NAT64's form of 169.254.169.254 is refused."""
+    resolver = PolicyResolver(policy(), Answers("0.0.0.0", "64:ff9b::a9fe:a9fe"))
+    with pytest.raises(DestinationDenied, match=r"sinkhole\.test resolves only to") as caught:
+        await resolver.resolve("sinkhole.test", 80)
+    assert "0.0.0.0 is unspecified" in str(caught.value)
+    assert "(169.254.169.254) is refused by CRON_HTTP_DENY" in str(caught.value)
+
+
+async def test_permitted_addresses_of_a_name_are_kept_and_refused_ones_dropped() -> None:
+    """Of a name's addresses, aiohttp is handed only those the policy permits."""
+    resolver = PolicyResolver(policy(), Answers("169.254.169.254", "127.0.0.1", "::"))
+    assert [r["host"] for r in await resolver.resolve("mixed.test", 80)] == ["127.0.0.1"]
 
 
 async def test_a_name_resolving_to_a_denied_address_receives_nothing(http_handler: Handler) -> None:
@@ -143,9 +242,8 @@ def test_a_deny_list_without_the_metadata_addresses_is_warned_about(
     deny: str | None, warned: bool
 ) -> None:
     """Replacing CRON_HTTP_DENY without the defaults logs a warning naming what is reachable."""
-    settings = WorkerSettings() if deny is None else WorkerSettings(http_deny=deny)
     with capture_logs() as logs:
-        http_options(settings)
+        warn_if_metadata_reachable(policy(deny=deny))
     warnings = [e for e in logs if "cloud metadata" in e["event"]]
     assert bool(warnings) is warned
     if warned:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from chaoslib.waits import eventually
+from structlog.testing import capture_logs
 
 from tests.conftest import plan
 from tests.failed_records import run_script
@@ -46,6 +47,18 @@ async def test_a_503_is_retried_and_the_attempt_header_counts_up(
     assert attempts == ["1", "2", "3"]
     assert {headers["X-Cron-Run-Id"] for _, headers, _ in endpoint.requests} == {env.run_id}
     assert await broker.depth(broker.names.failed_queue) == 0
+
+
+async def test_a_deny_list_that_drops_the_metadata_entries_is_warned_about_at_start(
+    run_worker: Any,
+) -> None:
+    """CRON_HTTP_DENY replaces its defaults: a worker whose list lets http tasks reach cloud
+    metadata says so when it starts, before any http task has run."""
+    with capture_logs() as logs:
+        await run_worker(http_deny="10.0.0.0/8")
+    events = [e["event"] for e in logs]
+    warning = next(e for e in events if "cloud metadata" in e)
+    assert events.index(warning) < events.index("worker started")
 
 
 SECRET = "Bearer s3cr3t-literal"

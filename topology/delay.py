@@ -41,9 +41,11 @@ from topology.plan import RetryPlan
 
 #: The longest delay the levels can hold, in seconds (about 8.5 years).
 MAX_DELAY_SECONDS = 2**DELAY_LEVELS - 1
-#: Namespaces whose levels this process declared: 57 declarations and 56 bindings are done
-#: once per process, not per enqueue (they are durable and their arguments never change).
-_LEVELS_DECLARED: set[str] = set()
+#: Namespaces whose levels this process declared, each with the plans whose landing queues
+#: it declared: 57 declarations and 56 bindings are done once per process, not per enqueue
+#: (they are durable and their arguments never change). A publish that finds them gone
+#: forgets its namespace (``DelayDeclarer.forget``), so the next one declares it all again.
+_DECLARED: dict[str, set[str]] = {}
 
 
 def delay_key(seconds: int, plan_key: str) -> str:
@@ -70,25 +72,30 @@ def level_pattern(level: int, bit: str) -> str:
 
 
 class DelayDeclarer:
-    """Declares the 28 levels once per process, and a landing queue per plan once."""
+    """Declares the 28 levels, and a landing queue per plan, once per process."""
 
     def __init__(self, channel: AbstractChannel, names: Names, queue_type: QueueType) -> None:
         self._channel = channel
         self._names = names
         self._queue_type = queue_type
-        self._landed: set[str] = set()
         # Concurrent first enqueues wait for one declaration instead of racing through theirs.
         self._lock = asyncio.Lock()
 
     async def declare(self, plan: RetryPlan) -> None:
         """Make sure the levels and ``plan``'s landing queue exist before a delayed publish."""
         async with self._lock:
-            if self._names.namespace not in _LEVELS_DECLARED:
+            landed = _DECLARED.get(self._names.namespace)
+            if landed is None:
                 await self._levels()
-                _LEVELS_DECLARED.add(self._names.namespace)
-            if plan.key not in self._landed:
+                landed = _DECLARED[self._names.namespace] = set()
+            if plan.key not in landed:
                 await self._landing(plan.key)
-                self._landed.add(plan.key)
+                landed.add(plan.key)
+
+    def forget(self) -> None:
+        """The levels were found missing (deleted while the process ran): declare them, and
+        every landing queue, again at the next delayed publish."""
+        _DECLARED.pop(self._names.namespace, None)
 
     async def _exchange(self, name: str) -> None:
         await self._channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)

@@ -7,10 +7,12 @@ from datetime import datetime
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
+from aiormq.exceptions import ChannelNotFoundEntity, PublishError
 
 from topology.declare import PlanDeclarer, QueueType
 from topology.delay import DelayDeclarer, delay_key, seconds_until
 from topology.envelope import CONTENT_TYPE, Envelope, utcnow
+from topology.errors import BrokerError
 from topology.names import Names
 from topology.plan import RetryPlan
 
@@ -50,9 +52,17 @@ class TaskPublisher:
 
         ``delayed``: the delay levels hold the task until its ``scheduled_for``.
         """
+        await self.prepare(plan, delayed)
+        await self.send(envelope, plan, delayed)
+
+    async def prepare(self, plan: RetryPlan, delayed: bool = False) -> None:
+        """Declare what a task needs before it is sent: its plan's queues, the delay levels."""
         await self._plans.declare(plan)
         if delayed:
             await self._delays.declare(plan)
+
+    async def send(self, envelope: Envelope, plan: RetryPlan, delayed: bool = False) -> None:
+        """Publish the task, ``prepare``d before; return once the broker confirmed it."""
         # Counted after the declarations: the first ones of a process take a while.
         hold = seconds_until(envelope.scheduled_for, utcnow()) if delayed else 0
         if hold == 0:
@@ -62,6 +72,14 @@ class TaskPublisher:
             self._levels = await self._channel.get_exchange(
                 self._names.delay_exchange, ensure=False
             )
-        await self._levels.publish(
-            task_message(envelope), delay_key(hold, plan.key), mandatory=True
-        )
+        try:
+            await self._levels.publish(
+                task_message(envelope), delay_key(hold, plan.key), mandatory=True
+            )
+        except (ChannelNotFoundEntity, PublishError) as error:
+            # No exchange, or no queue where a level routes the task: the levels were deleted.
+            self._delays.forget()
+            raise BrokerError(
+                f"the delay levels of namespace {self._names.namespace} are missing on the "
+                f"broker ({error}); they are declared again at the next delayed enqueue: retry"
+            ) from error

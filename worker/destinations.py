@@ -9,6 +9,9 @@ any name below it, not the name itself) or an address or CIDR (``10.0.0.0/8``, `
 - With allow rules, a destination must match one: its host name, or the address connected to.
 - Deny wins over allow. Without allow rules, everything not denied is allowed: internal
   services (private and loopback addresses) are the usual target.
+- The unspecified addresses (``0.0.0.0/8``, ``::``) are refused whatever the rules say.
+- An IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, NAT64, IPv4-compatible, Teredo)
+  is judged as both: a rule on either address applies.
 
 Names in URLs are checked before anything is sent; addresses are checked twice: a literal
 address in the URL before sending (aiohttp does not resolve those), every name's addresses in
@@ -20,13 +23,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
-from typing import Any
+from typing import Any, Final
+
+import structlog
 
 from topology.errors import DestinationDenied
+
+log = structlog.get_logger("worker.destinations")
 
 Address = IPv4Address | IPv6Address
 #: Link-local (cloud metadata at 169.254.169.254, IPv6 link-local) and EC2's IPv6 metadata.
 DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254")
+#: Where clouds serve instance credentials: a policy that permits these is worth a warning.
+METADATA = (IPv4Address("169.254.169.254"), IPv6Address("fd00:ec2::254"))
 
 
 def literal_address(host: str) -> Address | None:
@@ -37,10 +46,34 @@ def literal_address(host: str) -> Address | None:
         return None
 
 
-def reached(address: Address) -> Address:
-    """The address a connection really reaches: ``::ffff:169.254.169.254`` is 169.254.169.254."""
-    mapped = address.ipv4_mapped if isinstance(address, IPv6Address) else None
-    return mapped or address
+#: Only ever a source address (RFC 1122, RFC 4291). As a destination Linux, BSD and macOS
+#: connect it to this host itself, past any rule written for loopback, and no service is
+#: ever meant by it: it is refused whatever the rules say rather than guessed at.
+UNSPECIFIED: Final = (ip_network("0.0.0.0/8"), ip_network("::/128"))
+#: NAT64's well-known prefix (RFC 6052): a gateway connects to the IPv4 address in the last
+#: 32 bits. Deprecated IPv4-compatible addresses (``::a.b.c.d``) put it in the same place.
+NAT64: Final = ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE: Final = ip_network("::/96")
+UNSPECIFIED_TEXT = (
+    "is unspecified (0.0.0.0/8, ::): it reaches this host, so it is always refused; "
+    "name the address meant, such as 127.0.0.1"
+)
+
+
+def carried(address: IPv6Address) -> IPv4Address | None:
+    """The IPv4 address an IPv6 one is delivered to: mapped, 6to4, NAT64, compatible, Teredo."""
+    if found := address.ipv4_mapped or address.sixtofour:
+        return found
+    # ``::`` and ``::1`` lie in ::/96 too, and are themselves.
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+        return IPv4Address(int(address) & 0xFFFF_FFFF)
+    return address.teredo[1] if address.teredo else None
+
+
+def forms(address: Address) -> tuple[Address, ...]:
+    """The address, and the IPv4 address it carries if any: rules apply to each of them."""
+    inner = carried(address) if isinstance(address, IPv6Address) else None
+    return (address,) if inner is None else (address, inner)
 
 
 def host_name(host: str) -> str:
@@ -116,16 +149,42 @@ class DestinationPolicy:
     def _judge(self, host: str) -> None:
         address = literal_address(host)
         if address is not None:
-            if not self.permits(host, address):
-                raise DestinationDenied(f"address {address} is refused by CRON_HTTP_ALLOW/DENY")
+            if (refused := self.refusal(host, address)) is not None:
+                raise DestinationDenied(refused)
         elif self.deny.match_name(host_name(host)):
             raise DestinationDenied(f"host {host_name(host)} is refused by CRON_HTTP_DENY")
 
     def permits(self, host: str, address: Address) -> bool:
         """True when ``address`` (which ``host`` resolved to) may be connected to."""
-        address = reached(address)
-        if self.deny.match_address(address):
-            return False
-        if self.allow.empty:
-            return True
-        return self.allow.match_name(host_name(host)) or self.allow.match_address(address)
+        return self.refusal(host, address) is None
+
+    def refusal(self, host: str, address: Address) -> str | None:
+        """Why ``address`` (which ``host`` resolved to) is refused, or None when it is not."""
+        judged = forms(address)
+        why = self._why(host, judged)
+        if why is None:
+            return None
+        inner = f" ({judged[1]})" if len(judged) > 1 else ""
+        return f"address {address}{inner} {why}"
+
+    def _why(self, host: str, judged: tuple[Address, ...]) -> str | None:
+        if any(a in network for a in judged for network in UNSPECIFIED):
+            return UNSPECIFIED_TEXT
+        if any(self.deny.match_address(a) for a in judged):
+            return "is refused by CRON_HTTP_DENY"
+        if self.allow.empty or self.allow.match_name(host_name(host)):
+            return None
+        if any(self.allow.match_address(a) for a in judged):
+            return None
+        return "is not allowed by CRON_HTTP_ALLOW"
+
+
+def warn_if_metadata_reachable(policy: DestinationPolicy) -> None:
+    """Log a warning when the policy lets http tasks reach cloud metadata (a CRON_HTTP_DENY
+    set without its defaults, which it replaces)."""
+    exposed = [str(a) for a in METADATA if policy.permits("", a)]
+    if exposed:
+        log.warning(
+            "CRON_HTTP_DENY lets http tasks reach cloud metadata; add its default entries back",
+            reachable=exposed,
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from worker.context import TaskContext
+from worker.destinations import warn_if_metadata_reachable
 from worker.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ class LazyHttp:
 
     def __init__(self, settings: WorkerSettings) -> None:
         self._settings = settings
+        # At the worker's start, where an operator reads its log, not at the first http task.
+        warn_if_metadata_reachable(settings.destination_policy())
         self._session: aiohttp.ClientSession | None = None
         self._handler: HttpHandler | None = None
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from ipaddress import ip_address
 from typing import Any, ClassVar
 
 import aiohttp
@@ -33,8 +32,6 @@ from worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker.http")
 RETRYABLE_STATUSES = frozenset({408, 429})
-#: Where clouds serve instance credentials: a policy that permits these is worth a warning.
-METADATA = (ip_address("169.254.169.254"), ip_address("fd00:ec2::254"))
 EXCERPT_CHARS = 500
 #: A body up to this size is read to its end so that the connection can be reused; past it
 #: the connection is closed instead of reading on.
@@ -76,15 +73,8 @@ class HttpOptions:
 def http_options(settings: WorkerSettings) -> HttpOptions:
     """The http task's options from the worker's settings."""
     secret = settings.http_signing_secret
-    policy = settings.destination_policy()
-    exposed = [str(a) for a in METADATA if policy.permits("", a)]
-    if exposed:
-        log.warning(
-            "CRON_HTTP_DENY lets http tasks reach cloud metadata; add its default entries back",
-            reachable=exposed,
-        )
     return HttpOptions(
-        policy,
+        settings.destination_policy(),
         SecretSources(settings.http_secret_dir, settings.http_secret_env),
         None if secret is None else secret.get_secret_value(),
     )

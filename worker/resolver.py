@@ -24,12 +24,12 @@ class PolicyResolver(AbstractResolver):
         """The permitted addresses of ``host``; ``DestinationDenied`` when none is."""
         self._policy.check_host(host)
         found = await self._inner.resolve(host, port, family)
-        permitted = [r for r in found if self._policy.permits(host, _address(r))]
+        verdicts = [(r, self._policy.refusal(host, _address(r))) for r in found]
+        permitted = [r for r, refused in verdicts if refused is None]
         if not permitted:
-            shown = ", ".join(sorted({r["host"] for r in found}))
-            raise DestinationDenied(
-                f"host {host} resolves only to addresses refused by CRON_HTTP_ALLOW/DENY: {shown}"
-            )
+            # Several records (one per socket type) may share an address: named once each.
+            shown = "; ".join(dict.fromkeys(str(refused) for _, refused in verdicts))
+            raise DestinationDenied(f"host {host} resolves only to refused addresses: {shown}")
         return permitted
 
     async def close(self) -> None:

@@ -49,7 +49,7 @@ class WorkerSettings(CronSettings):
     http_deny: ModuleList = Field(
         default_factory=lambda: list(DEFAULT_DENY),
         description="http task: destinations refused, checked after DNS (host names, *.domain, "
-        "CIDRs); keep the defaults (link-local, cloud metadata) when you set it.",
+        "CIDRs); setting it replaces the defaults (link-local, cloud metadata): list them again.",
     )
     http_secret_env: ModuleList = Field(
         default_factory=list,

@@ -91,17 +91,26 @@ class Client:
         key = options.get("key")
         if key is not None and not await self._claim(key, envelope.run_id):
             return Enqueued(envelope.run_id, None, created=False)
-        try:
-            await self._send(envelope, plan, envelope.scheduled_for > now)
-        except BaseException:
-            with suppress(Exception):
-                await self._recover(key)
-            raise
+        await self._send(envelope, plan, envelope.scheduled_for > now, key)
         return Enqueued(envelope.run_id, envelope.scheduled_for)
 
-    async def _send(self, envelope: Envelope, plan: RetryPlan, delayed: bool) -> None:
+    async def _send(
+        self, envelope: Envelope, plan: RetryPlan, delayed: bool, key: str | None
+    ) -> None:
+        """Send the task; when that fails, recover the channel and free the key, unless the
+        caller gave up (a cancel) after the task's publish began: it may reach the broker
+        still, so the key stays taken and a retry with it cannot send the task twice."""
         assert self._publisher is not None
-        await self._publisher.publish(envelope, plan, delayed)
+        sending = False
+        try:
+            await self._publisher.prepare(plan, delayed)
+            sending = True
+            await self._publisher.send(envelope, plan, delayed)
+        except BaseException as error:
+            maybe_sent = sending and isinstance(error, asyncio.CancelledError)
+            with suppress(Exception):
+                await self._recover(None if maybe_sent else key)
+            raise
 
     async def _claim(self, key: str, run_id: str) -> bool:
         assert self._keys is not None

@@ -11,7 +11,8 @@ Where the guarantee ends:
   without use (every enqueue with the key declares it again, which counts as use).
 - The marker is published before the task. When the task's publish fails the marker is
   removed, so the caller may try again; a process killed between the two leaves the key
-  taken and no task sent (that window is one publish confirm long).
+  taken and no task sent (that window is one publish confirm long). A call cancelled once
+  the task's publish began keeps the key too: the task may reach the broker still.
 - Markers live in classic queues whatever ``CRON_QUEUE_TYPE`` says: a quorum queue per key
   would be a Raft group per key. A classic durable queue with a persistent marker survives a
   broker restart, not the loss of its node's disk.

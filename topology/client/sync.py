@@ -19,7 +19,12 @@ T = TypeVar("T")
 
 
 class SyncClient:
-    """``with SyncClient() as client: client.enqueue("http", {...}, delay=90)``."""
+    """``with SyncClient() as client: client.enqueue("http", {...}, delay=90)``.
+
+    A call that takes longer than ``timeout`` seconds raises ``TimeoutError`` and is
+    cancelled. A timed-out enqueue may or may not have reached the broker (at least once):
+    retry it with the same ``key`` to be sure it is not sent twice.
+    """
 
     def __init__(
         self,
@@ -46,7 +51,12 @@ class SyncClient:
             coroutine.close()
             raise RuntimeError("this SyncClient is closed: make a new one")
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        return future.result(self._timeout)
+        try:
+            return future.result(self._timeout)
+        except TimeoutError:
+            # Left running, it could still send the task after the caller was told it failed.
+            future.cancel()
+            raise
 
     def connect(self) -> None:
         """Connect and declare the topology now rather than at the first enqueue."""
@@ -55,7 +65,8 @@ class SyncClient:
     def enqueue(
         self, task: str, payload: Any = None, **options: Unpack[EnqueueOptions]
     ) -> Enqueued:
-        """``Client.enqueue``, waited for: returns once the broker confirmed the task."""
+        """``Client.enqueue``, waited for: returns once the broker confirmed the task, or
+        raises ``TimeoutError`` after ``timeout`` seconds (the task may have been sent)."""
         return self._call(self._client.enqueue(task, payload, **options))
 
     def close(self) -> None:
