@@ -12,6 +12,7 @@ from topology.failed.select import RecordFilter, exact
 from topology.history.events import Event
 from topology.records import record_from
 from worker.monitor.dashboard.activity import Activity
+from worker.monitor.dashboard.offsets import OffsetIndex
 from worker.monitor.dashboard.recent import RecentRuns
 from worker.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
 
@@ -108,3 +109,26 @@ def test_recent_runs_keep_the_last_of_each_schedule_and_the_notable_ones() -> No
     assert whole is not None and whole.outcome == "failed"
     assert recent.whole("s@0") is None
     assert [r.run_id for r in recent.newest(lambda run: run.outcome == "failed", 5)] == ["s@1"]
+
+
+def test_the_offset_index_finds_where_a_time_begins_and_covers_only_what_it_followed() -> None:
+    """A time's start is the first message holding an event of its minute or later (a writer
+    whose clock runs ahead moves it back); a time before following began, or after every
+    event seen, is not known; minutes older than the index keeps are forgotten."""
+    index = OffsetIndex(keep=timedelta(hours=1))
+
+    def at(minutes: float) -> Event:
+        return Event("attempt", NOW + timedelta(minutes=minutes), 0, "r@x", "s", {})
+
+    index.on_events([at(0), at(0.5)], 10)
+    index.on_events([at(1), at(4)], 11)
+    index.on_events([at(2), at(3)], 12)
+    index.on_events([at(-5), at(5)], 13)
+    assert index.offset_at(NOW + timedelta(minutes=1, seconds=30)) == 11
+    assert index.offset_at(NOW + timedelta(minutes=5)) == 13
+    assert index.offset_at(NOW) is None, "following began within that minute"
+    assert index.offset_at(NOW - timedelta(minutes=5)) is None
+    assert index.offset_at(NOW + timedelta(minutes=6)) is None
+    index.on_events([at(62)], 14)
+    assert index.offset_at(NOW + timedelta(minutes=1, seconds=30)) is None
+    assert index.offset_at(NOW + timedelta(minutes=3)) == 11
