@@ -96,8 +96,9 @@ def story_start(run_id: str, since: datetime | None, locate: Locate = _unknown) 
     began = run_time(run_id)
     if began is None:
         return "first"
-    offset = locate(began - CLOCK_SLACK)
-    return began - CLOCK_SLACK if offset is None else offset
+    moment = began - CLOCK_SLACK
+    offset = locate(moment)
+    return moment if offset is None else offset
 
 
 async def one_run(
