@@ -7,6 +7,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import aio_pika
@@ -14,10 +15,12 @@ from chaoslib.waits import eventually
 
 from tests.namespace import TestBroker
 from topology.envelope import Envelope, one_off_run_id, utcnow
-from topology.history.events import Event
+from topology.history.events import Event, encode, event
 from topology.history.reader import read_stream
+from topology.history.stream import declare_history
 from topology.plan import RetryPlan
 from topology.publish import TaskPublisher
+from topology.schedules.timing import utc_text
 from worker.context import TaskContext
 from worker.registry import Registry
 
@@ -88,6 +91,25 @@ async def history(broker: TestBroker) -> list[Event]:
     """Every event in the namespace's history stream now."""
     stream = broker.names.history_stream
     return [event async for event in read_stream(broker.connection, stream)]
+
+
+def fired_and_tried(run_id: str, at: datetime, outcome: str) -> list[dict[str, Any]]:
+    """A scheduled run's events: fired at ``at``, one attempt a second later ending so."""
+    ids = {"run_id": run_id, "schedule": run_id.split("@")[0], "task": "job"}
+    fired = event("fired", at=at, **ids, scheduled_for=utc_text(at), plan="1s")
+    ended = at + timedelta(seconds=1)
+    return [fired, event("attempt", at=ended, **ids, attempt=1, outcome=outcome, reason=outcome)]
+
+
+async def write_history(broker: TestBroker, *batches: list[dict[str, Any]]) -> None:
+    """Publish each batch of events (``topology.history.events.event``) as one stream
+    message, confirmed, as the processes' history publishers send them."""
+    await declare_history(broker.connection, broker.names, broker.settings())
+    channel = await broker.connection.channel(publisher_confirms=True)
+    for batch in batches:
+        message = aio_pika.Message(encode(batch))
+        await channel.default_exchange.publish(message, broker.names.history_stream)
+    await channel.close()
 
 
 async def wait_history(

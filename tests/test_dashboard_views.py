@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
+from typing import cast
 
 import orjson
+import pytest
+from aio_pika.abc import AbstractConnection
+from aiohttp.test_utils import TestClient, TestServer
+from chaoslib.waits import eventually
 
 from topology.failed.select import RecordFilter, exact
+from topology.failed.tally import Progress
 from topology.history.events import Event
-from topology.records import record_from
+from topology.names import Names
+from topology.records import FailedRecord, record_from
+from worker.monitor.dashboard import failed_index, pages
 from worker.monitor.dashboard.activity import Activity
+from worker.monitor.dashboard.app import create_app
+from worker.monitor.dashboard.offsets import OffsetIndex
 from worker.monitor.dashboard.recent import RecentRuns
+from worker.monitor.dashboard.service import Dashboard
 from worker.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
+from worker.monitor.settings import MonitorSettings
+from worker.monitor.status import StatusKeeper
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 
@@ -108,3 +122,61 @@ def test_recent_runs_keep_the_last_of_each_schedule_and_the_notable_ones() -> No
     assert whole is not None and whole.outcome == "failed"
     assert recent.whole("s@0") is None
     assert [r.run_id for r in recent.newest(lambda run: run.outcome == "failed", 5)] == ["s@1"]
+
+
+def test_the_offset_index_finds_where_a_time_begins_and_covers_only_what_it_followed() -> None:
+    """A time's start is the first message holding an event of its minute or later (a writer
+    whose clock runs ahead moves it back); a time before following began, or after every
+    event seen, is not known; minutes older than the index keeps are forgotten."""
+    index = OffsetIndex(keep=timedelta(hours=1))
+
+    def at(minutes: float) -> Event:
+        return Event("attempt", NOW + timedelta(minutes=minutes), 0, "r@x", "s", {})
+
+    index.on_events([at(0), at(0.5)], 10)
+    index.on_events([at(1), at(4)], 11)
+    index.on_events([at(2), at(3)], 12)
+    index.on_events([at(-5), at(5)], 13)
+    assert index.offset_at(NOW + timedelta(minutes=1, seconds=30)) == 11
+    assert index.offset_at(NOW + timedelta(minutes=5)) == 13
+    assert index.offset_at(NOW) is None, "following began within that minute"
+    assert index.offset_at(NOW - timedelta(minutes=5)) is None
+    assert index.offset_at(NOW + timedelta(minutes=6)) is None
+    index.on_events([at(62)], 14)
+    assert index.offset_at(NOW + timedelta(minutes=1, seconds=30)) is None
+    assert index.offset_at(NOW + timedelta(minutes=3)) == 11
+
+
+async def test_the_failed_page_says_the_queue_is_still_being_read_until_its_first_read_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the index's first read runs, /failed says how far it got, not that the queue is
+    empty; once it ends, an empty queue is called empty."""
+    done = asyncio.Event()
+
+    async def slow_read(
+        connection: AbstractConnection,
+        names: Names,
+        select: RecordFilter,
+        limit: int | None,
+        progress: Progress,
+    ) -> list[FailedRecord]:
+        progress(120, 10_000)
+        await done.wait()
+        return []
+
+    monkeypatch.setattr(failed_index, "read_records", slow_read)
+    settings = MonitorSettings(namespace="reading-test")
+    dashboard = Dashboard(settings, [], StatusKeeper(settings), set)
+    app = create_app(pages.ROUTES)
+    app[pages.DASHBOARD] = dashboard
+    async with TestClient(TestServer(app)) as client:
+        reading = asyncio.create_task(dashboard.failed.refresh(cast(AbstractConnection, None)))
+        await eventually(lambda: dashboard.failed.reading[0] == 120, 5, what="the read started")
+        page = await (await client.get("/failed")).text()
+        assert "still being read: 120 of 10000 records so far" in page
+        assert "is empty" not in page
+        done.set()
+        await reading
+        page = await (await client.get("/failed")).text()
+        assert "the failed queue is empty" in page and "still being read" not in page

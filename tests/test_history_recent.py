@@ -1,4 +1,5 @@
-"""The newest runs, read in growing windows: no more of the stream than the answer needs."""
+"""The newest runs, read in growing windows, and one run's story, read no further than it
+can go: no more of the stream than the answer needs."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ import pytest
 from aio_pika.abc import AbstractConnection
 
 from tests.conftest import plan
-from tests.helpers import Recorder, attempt_ended, envelope, publish, registry, wait_history
+from tests.helpers import (
+    Recorder,
+    attempt_ended,
+    envelope,
+    fired_and_tried,
+    publish,
+    registry,
+    wait_history,
+    write_history,
+)
 from tests.namespace import TestBroker
 from topology.envelope import utcnow
 from topology.history import recent
+from topology.history.events import event
 from topology.history.reader import Start
-from topology.history.recent import FIRST_WINDOW, recent_runs
+from topology.history.recent import CLOCK_SLACK, FIRST_WINDOW, one_run, recent_runs, story_start
 from topology.history.runs import Run
+from topology.schedules.timing import utc_text
 
 pytestmark = pytest.mark.broker
 
@@ -52,3 +64,35 @@ async def test_a_run_older_than_the_first_window_is_found_in_a_wider_one(
     starts.clear()
     assert await newest(later, lambda run: False) == []
     assert starts == [later - FIRST_WINDOW, later - 4 * FIRST_WINDOW, later - timedelta(hours=1)]
+
+
+async def test_a_settled_runs_story_ends_past_its_end_and_a_failed_ones_at_the_streams_end(
+    broker: TestBroker,
+) -> None:
+    """A run that succeeded gets no event after its end, so its read stops once the stream
+    is CLOCK_SLACK past that end: its fire published late is still in, while an event
+    published long after is never read. A failed run may be replayed any time later: its
+    read goes on to the end."""
+    at = utcnow().replace(microsecond=0) - timedelta(hours=2)
+    done, broken = f"done@{utc_text(at)}", f"broken@{utc_text(at)}"
+    fired, succeeded = fired_and_tried(done, at, "succeeded")
+    minutes = int(CLOCK_SLACK.total_seconds() // 60) + 3
+
+    def other(minute: int) -> list[dict[str, Any]]:
+        return fired_and_tried(f"other@{minute}", at + timedelta(minutes=minute), "succeeded")
+
+    late = at + timedelta(minutes=minutes + 1)
+    await write_history(
+        broker,
+        [succeeded, *fired_and_tried(broken, at, "failed")],
+        [fired, *other(1)],  # the scheduler's batch reached the stream after the worker's
+        *(other(minute) for minute in range(2, minutes + 1)),
+        [event("purged", at=late, run_id=done), event("replayed", at=late, run_id=broken)],
+    )
+    stream = broker.names.history_stream
+    run = await one_run(broker.connection, stream, done, story_start(done, None))
+    assert run is not None and run.outcome == "succeeded" and not run.purged
+    assert [e.type for e in run.in_time_order()] == ["fired", "attempt"]
+    run = await one_run(broker.connection, stream, broken, story_start(broken, None))
+    assert run is not None and run.outcome == "running" and run.replays == 1
+    assert [e.type for e in run.in_time_order()] == ["fired", "attempt", "replayed"]

@@ -146,6 +146,25 @@ class Event:
         return self.data.get(key, default)
 
 
+def mention(run_id: str) -> bytes:
+    """What the body of a message holding an event of ``run_id`` contains: its id as every
+    writer encodes it (orjson), for a reader to pass over other messages without decoding
+    them."""
+    return orjson.dumps(run_id)
+
+
+def last_time(body: bytes) -> datetime | None:
+    """The time of the last event of one stream message, the latest of its writer's batch,
+    without building the others; None when it holds none."""
+    try:
+        items = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    last = items[-1] if isinstance(items, list) and items else items
+    event = _event(last, 0)
+    return None if event is None else event.at
+
+
 def decode(body: bytes, offset: int) -> list[Event]:
     """The events of one stream message; what is no event of a schema this code knows is left
     out (a newer writer's events, or anything else published to the stream)."""

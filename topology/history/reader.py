@@ -4,12 +4,18 @@ AMQP has no "end of stream" signal, so the end is found first: a consumer at ``l
 the stream's last chunk, whose first offset is at or before the end. The read then runs
 until it has passed that offset and no delivery came for ``TAIL_SECONDS``. Events published
 while it reads may or may not be included.
+
+``read_messages`` hands over each message's offset and body, for a reader that need not
+decode them all; given ``until``, it stops before the first message that condition accepts
+and asks the broker for fewer messages ahead, as whatever was sent past the stop is read for
+nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,6 +26,8 @@ from topology.history.events import Event, decode
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
 Start = str | int | datetime
 PREFETCH = 2000
+#: Messages ahead for a read that may stop early (a message holds up to 500 events).
+STOPPING_PREFETCH = 20
 #: No delivery for this long after the known end: the read is done.
 TAIL_SECONDS = 0.1
 #: How long the last chunk may take to come: none by then means the stream is empty.
@@ -27,6 +35,8 @@ PROBE_SECONDS = 2.0
 #: No delivery for this long while short of the known end: the broker is stuck; give up there.
 STALL_SECONDS = 15.0
 _ACK_EVERY = 500
+#: True for the body of the first message a read should not go past.
+Until = Callable[[bytes], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,28 +85,53 @@ async def read_stream(
 ) -> AsyncIterator[Event]:
     """Every event from ``start`` to the stream's end, in order; bodies of no known schema are
     skipped."""
+    async with contextlib.aclosing(read_messages(connection, stream, start)) as messages:
+        async for offset, body in messages:
+            for event in decode(body, offset):
+                yield event
+
+
+async def read_messages(
+    connection: AbstractConnection, stream: str, start: Start = "first", until: Until | None = None
+) -> AsyncGenerator[tuple[int, bytes], None]:
+    """The offset and body of every message from ``start`` to the stream's end, or to the
+    first that ``until`` accepts (left out)."""
     channel = await connection.channel()
     try:
-        # Streams serve only consumers with a prefetch, and need acks to go on delivering.
-        await channel.set_qos(prefetch_count=PREFETCH)
-        end = await last_offset(channel, stream)
-        if end is None or _nothing_after(start, end):
+        inbox = await _consume(channel, stream, start, until is not None)
+        if inbox is None:
             return
-        inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
-        queue = await channel.get_queue(stream, ensure=False)
-        await queue.consume(inbox.put, arguments={"x-stream-offset": start})
-        # ``end`` starts the last chunk: a start past it may still be short of the real end.
-        before = start - 1 if isinstance(start, int) else -1
-        async for event in _drain(inbox, end.offset, before):
-            yield event
+        async with contextlib.aclosing(inbox) as messages:
+            async for message in messages:
+                if until is not None and until(message.body):
+                    return  # closing the channel ends the consumer: every ack was awaited
+                yield stream_offset(message), message.body
     finally:
         await channel.close()
 
 
+async def _consume(
+    channel: AbstractChannel, stream: str, start: Start, stopping: bool
+) -> AsyncGenerator[AbstractIncomingMessage, None] | None:
+    """The stream's messages from ``start`` to its end; None when there is none."""
+    ahead = STOPPING_PREFETCH if stopping else PREFETCH
+    # Streams serve only consumers with a prefetch, and need acks to go on delivering.
+    await channel.set_qos(prefetch_count=ahead)
+    end = await last_offset(channel, stream)
+    if end is None or _nothing_after(start, end):
+        return None
+    inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
+    queue = await channel.get_queue(stream, ensure=False)
+    await queue.consume(inbox.put, arguments={"x-stream-offset": start})
+    # ``end`` starts the last chunk: a start past it may still be short of the real end.
+    before = start - 1 if isinstance(start, int) else -1
+    return _drain(inbox, end.offset, before, ahead)
+
+
 async def _drain(
-    inbox: asyncio.Queue[AbstractIncomingMessage], end: int, offset: int
-) -> AsyncIterator[Event]:
-    unacked = 0
+    inbox: asyncio.Queue[AbstractIncomingMessage], end: int, offset: int, ahead: int
+) -> AsyncGenerator[AbstractIncomingMessage, None]:
+    unacked, ack_every = 0, min(_ACK_EVERY, max(1, ahead // 2))
     while True:
         wait = TAIL_SECONDS if offset >= end else STALL_SECONDS
         try:
@@ -105,9 +140,8 @@ async def _drain(
             return
         offset = stream_offset(message)
         unacked += 1
-        if unacked >= _ACK_EVERY or inbox.empty():
-            # Streams hand out credit on acks: without them the consumer stops at PREFETCH.
+        if unacked >= ack_every or inbox.empty():
+            # Streams hand out credit on acks: without them the consumer stops at the prefetch.
             await message.ack(multiple=True)
             unacked = 0
-        for event in decode(message.body, offset):
-            yield event
+        yield message

@@ -10,6 +10,14 @@ then its first event in the window.
 
 Windows start at a stream timestamp, the broker's time of publishing; the stream starts a
 read at a whole chunk, so a window may hold a few events from just before its start.
+
+One run's story is read from shortly before the time in its run id: at the offset where
+that time's events begin if the caller knows it (the dashboard keeps an index of them), else
+at that stream timestamp. It is read to the stream's end while the run may still change (a
+failed run may be replayed days later); a run that has settled (``SETTLED``: succeeded,
+skipped, ...) gets no event after its end, so the read stops once it meets an event
+``CLOCK_SLACK`` later than that end, which every event of the run, clocks and publishers'
+batching allowing, has come before.
 """
 
 from __future__ import annotations
@@ -20,17 +28,25 @@ from datetime import UTC, datetime, timedelta
 from aio_pika.abc import AbstractConnection
 
 from topology.envelope import utcnow
-from topology.history.reader import Start, read_stream
-from topology.history.runs import Run, fold_runs, run_time
+from topology.history.events import decode, last_time, mention
+from topology.history.reader import Start, read_messages, read_stream
+from topology.history.runs import SETTLED, Run, fold_runs, run_time
 
 FIRST_WINDOW = timedelta(minutes=5)
 GROWTH = 4
-#: A run's events follow the time in its run id; reading starts this much earlier, for
-#: clocks that differ between the scheduler's host and the broker's.
+#: How far the clocks of the hosts writing a run's events (and the broker's) may differ, with
+#: the time a publisher's batch takes to reach the stream: a run's story is read from this
+#: much before the time in its run id, and a settled run's until this much past its end.
 CLOCK_SLACK = timedelta(minutes=5)
 _LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 Want = Callable[[Run], bool]
+#: The offset at or before every event of a time and after (an index's), or None if unknown.
+Locate = Callable[[datetime], int | None]
+
+
+def _unknown(moment: datetime) -> int | None:
+    return None
 
 
 def windows(since: datetime, now: datetime) -> list[datetime]:
@@ -71,19 +87,37 @@ async def recent_runs(
     return newest_first(found)[:limit]
 
 
-def story_start(run_id: str, since: datetime | None) -> Start:
+def story_start(run_id: str, since: datetime | None, locate: Locate = _unknown) -> Start:
     """Where to read one run's events from: ``since``, else shortly before its run id's
-    time, else the stream's first event."""
+    time (the offset ``locate`` finds for it, else that stream timestamp), else the stream's
+    first event."""
     if since is not None:
         return since
     began = run_time(run_id)
-    return "first" if began is None else began - CLOCK_SLACK
+    if began is None:
+        return "first"
+    moment = began - CLOCK_SLACK
+    offset = locate(moment)
+    return moment if offset is None else offset
 
 
 async def one_run(
     connection: AbstractConnection, stream: str, run_id: str, start: Start
 ) -> Run | None:
-    """The run ``run_id`` with its events from ``start`` to the stream's end; None if none."""
-    stream_events = read_stream(connection, stream, start)
-    events = [event async for event in stream_events if event.run_id == run_id]
-    return fold_runs(events).get(run_id)
+    """The run ``run_id`` with its events from ``start`` on (see the module's docstring for
+    where the read stops); None if it has none. Only messages that mention the run are
+    decoded whole."""
+    run, needle = Run(run_id), mention(run_id)
+
+    def past_its_end(body: bytes) -> bool:
+        if run.outcome not in SETTLED or run.ended_at is None or needle in body:
+            return False
+        latest = last_time(body)
+        return latest is not None and latest > run.ended_at + CLOCK_SLACK
+
+    async for offset, body in read_messages(connection, stream, start, until=past_its_end):
+        if needle in body:
+            for event in decode(body, offset):
+                if event.run_id == run_id:
+                    run.apply(event)
+    return run if run.events else None

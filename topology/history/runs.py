@@ -28,6 +28,9 @@ RUNNING = "running"
 OUTCOMES = (RUNNING, "retrying", "succeeded", "failed", "lock-contended", "replaced", "skipped")
 #: Outcomes after which nothing more happens to a run unless someone replays it.
 ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
+#: Outcomes after which nothing more happens to a run at all: only a failed run leaves a
+#: record to replay or purge.
+SETTLED = ENDED - {"failed"}
 #: The time in a run id: ``nightly@<time>``, ``nightly@manual-<time>``, ``once:job@<time>-<hex>``.
 _RUN_TIME = re.compile(r"@(?:manual-)?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 #: Where each attempt outcome leaves the run.

@@ -45,6 +45,9 @@ class FailedIndex:
         self.refresh_seconds = refresh_seconds
         self.records: list[FailedRecord] = []
         self.read_at: datetime | None = None
+        #: Records read so far by the read in progress, and of how many (0, 0 before it
+        #: starts): until the first read ends, the pages say how far it got.
+        self.reading = (0, 0)
         #: Held by a read of the queue, and by the actions that must not race one.
         self.lock = asyncio.Lock()
         self._known: set[Identity] = set()
@@ -66,11 +69,14 @@ class FailedIndex:
         """Read the whole failed queue again (records go back in place)."""
         async with self.lock:
             self._arrived = []
-            records = await read_records(connection, self.names, RecordFilter())
+            records = await read_records(connection, self.names, RecordFilter(), None, self._read)
             self.records, self._known = records, {identity(r) for r in records}
             for record in self._arrived:
                 self._add(record)
             self.read_at = utcnow()
+
+    def _read(self, done: int, total: int) -> None:
+        self.reading = (done, total)
 
     async def run(self, connection: AbstractConnection, stop: asyncio.Event) -> None:
         """Refresh until ``stop`` is set; broker trouble waits for the next round."""

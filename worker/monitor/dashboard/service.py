@@ -29,6 +29,7 @@ from worker.monitor.dashboard.activity import DAY, Activity
 from worker.monitor.dashboard.app import create_app
 from worker.monitor.dashboard.auth import Auth
 from worker.monitor.dashboard.failed_index import FailedIndex
+from worker.monitor.dashboard.offsets import OffsetIndex
 from worker.monitor.dashboard.recent import RecentRuns
 from worker.monitor.dashboard.render import Notes, environment, render
 from worker.monitor.settings import MonitorSettings
@@ -55,6 +56,7 @@ class Dashboard:
         self.plan_keys = plan_keys
         self.activity = Activity()
         self.recent = RecentRuns()
+        self.offsets = OffsetIndex()
         self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
         token = settings.dashboard_token
         self.auth = Auth(None if token is None else token.get_secret_value())
@@ -108,6 +110,7 @@ class Dashboard:
     def _on_history(self, events: list[Event], offset: int) -> None:
         self.activity.on_events(events, offset)
         self.recent.on_events(events, offset)
+        self.offsets.on_events(events, offset)
 
     async def stop(self) -> None:
         """Stop serving and reading; events of actions still buffered are sent."""

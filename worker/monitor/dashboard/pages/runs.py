@@ -49,8 +49,8 @@ async def run_page(request: web.Request) -> web.StreamResponse:
     run_id = request.match_info["run_id"]
     run = dashboard.recent.whole(run_id)
     if run is None:  # not kept, or kept without its start: its story from the stream
-        stream = dashboard.names.history_stream
-        run = await one_run(dashboard.connection, stream, run_id, story_start(run_id, None))
+        start = story_start(run_id, None, dashboard.offsets.offset_at)
+        run = await one_run(dashboard.connection, dashboard.names.history_stream, run_id, start)
     records = dashboard.failed.select(RecordFilter(run_id=exact(run_id)))
     status = 200 if run is not None or records else 404
     return dashboard.page(
