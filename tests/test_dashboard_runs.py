@@ -12,9 +12,9 @@ import pytest
 from aio_pika.abc import AbstractConnection
 from chaoslib.waits import eventually
 
-from tests.namespace import TestBroker
 from tests.dashboard import free_port
 from tests.helpers import fired_and_tried, write_history
+from tests.namespace import TestBroker
 from topology.envelope import utcnow
 from topology.history.events import event
 from topology.history.reader import Start, read_messages
