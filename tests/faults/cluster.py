@@ -7,10 +7,11 @@ from chaoslib.ledger import Fate
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Proc
-from chaoslib.waits import eventually
+from chaoslib.waits import NeverHappened, eventually
 from chaoslib.workload import ledger_envelope, workload
 
 from tests.faults.harness import ClusterScenario
+from tests.faults.test_scheduler_faults import LEADING
 from topology.envelope import Envelope
 
 #: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
@@ -52,3 +53,21 @@ def locked_run(seconds: float) -> tuple[Envelope, str]:
     run = ledger_envelope("ok", seconds=seconds)
     update = {"schedule": "locked", "concurrency": "Forbid", "timeout_seconds": 60}
     return run.model_copy(update=update), "ok"
+
+
+async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
+    """Wait until a scheduler leads again once ``old`` lost its lock: the standby, or ``old``
+    itself reconnected through another node (whichever declares the lock queue first)."""
+
+    def leads() -> Proc | None:
+        return standby if standby.count(LEADING) else old if old.count(LEADING) > 1 else None
+
+    try:
+        await eventually(lambda: leads() is not None, timeout, interval=0.2)
+    except NeverHappened as error:
+        logs = f"old leader:\n{old.log()[-2000:]}\nstandby:\n{standby.log()[-2000:]}"
+        raise AssertionError(
+            f"no scheduler leads {timeout} s after the takeover:\n{logs}"
+        ) from error
+    assert old.count(LEADING) + standby.count(LEADING) == 2, "two schedulers took the lock"
+    return leads()  # type: ignore[return-value]
