@@ -189,14 +189,11 @@ async def delete_namespace(settings: CronSettings) -> None:
     names = Names(settings.namespace)
     plans = [settings.default_plan(), *load_schedules(SCHEDULES, settings).plans().values()]
     keys = {step.key for plan in plans for step in plan.suffixes()}
-    queues = [names.main_queue, names.failed_queue, names.monitor_queue, names.watermark_queue]
-    queues += [names.history_stream, names.control_stream, names.status_queue]
-    queues += [names.retry_queue(key) for key in sorted(keys)]
     async with await connect(settings, "warren-demo-cleanup") as connection:
         channel = await connection.channel()
-        for queue in queues:
+        for queue in names.queues(sorted(keys)):
             await channel.queue_delete(queue)
-        for exchange in (names.tasks_exchange, names.dlx, names.unrouted_exchange):
+        for exchange in names.exchanges:
             await channel.exchange_delete(exchange)
 
 

@@ -86,11 +86,7 @@ class TestBroker(BrokerNamespace):
     async def cleanup(self) -> None:
         """Delete the namespace's queues and exchanges (the session sweep finds any other)."""
         names = self.names
-        queues = [names.main_queue, names.failed_queue, names.monitor_queue]
-        queues += [names.leader_queue, names.watermark_queue]
-        queues += [names.history_stream, names.control_stream, names.status_queue]
-        queues += [names.retry_queue(key) for key in self.plan_keys]
-        exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
+        queues, exchanges = names.queues(self.plan_keys), names.exchanges
         if await exchange_exists(self.url, names.delay_deliver_exchange):
             delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
             queues += delay_queues

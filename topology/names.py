@@ -8,6 +8,7 @@ With the default namespace ``cron`` the names are exactly those of the design:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: Routing key of the last attempt: its NACK lands in the failed queue.
@@ -87,6 +88,18 @@ class Names:
     def status_queue(self) -> str:
         """One-message queue holding the monitor's fold of the history, per schedule."""
         return f"{self.namespace}_status"
+
+    def queues(self, plan_keys: Iterable[str]) -> list[str]:
+        """The namespace's queues a clean-up deletes: the fixed ones and the retry queue of
+        each of ``plan_keys`` (the delay levels are ``topology.delay.delay_objects``')."""
+        fixed = [self.main_queue, self.failed_queue, self.monitor_queue, self.leader_queue]
+        fixed += [self.watermark_queue, self.history_stream, self.control_stream]
+        return [*fixed, self.status_queue, *(self.retry_queue(key) for key in plan_keys)]
+
+    @property
+    def exchanges(self) -> list[str]:
+        """The namespace's exchanges but the delay levels'."""
+        return [self.tasks_exchange, self.dlx, self.unrouted_exchange]
 
     @property
     def delay_prefix(self) -> str:

@@ -118,11 +118,7 @@ class Bench:
     async def delete(self) -> None:
         """Remove every queue and exchange of the namespace."""
         names = self.names
-        queues = [names.main_queue, names.failed_queue, names.monitor_queue]
-        queues += [names.watermark_queue, names.leader_queue]
-        queues += [names.history_stream, names.control_stream, names.status_queue]
-        queues += [names.retry_queue(key) for key in self.plan_keys]
-        exchanges = [names.tasks_exchange, names.dlx, names.unrouted_exchange]
+        queues, exchanges = names.queues(self.plan_keys), names.exchanges
         delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
         connection = await self.connection()
         async with connection:
