@@ -9,15 +9,21 @@ import signal
 import sys
 from pathlib import Path
 
-from scheduler.check import report
-from scheduler.service import Scheduler
-from scheduler.settings import SchedulerSettings
-from topology.envelope import utcnow
-from topology.errors import ScheduleError, SettingsError
-from topology.runtime.logs import configure_logging
-from topology.runtime.service import EXIT_OK, config_error, process_parser, run_process, run_service
-from topology.runtime.settings import load_settings
-from topology.schedules.load import ScheduleSet, load_schedules
+from warren_cron.envelope import utcnow
+from warren_cron.errors import ScheduleError, SettingsError
+from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.service import (
+    EXIT_OK,
+    config_error,
+    process_parser,
+    run_process,
+    run_service,
+)
+from warren_cron.runtime.settings import load_settings
+from warren_cron.scheduler.check import report
+from warren_cron.scheduler.service import Scheduler
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.schedules.load import ScheduleSet, load_schedules
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

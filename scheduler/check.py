@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
-from scheduler.settings import SchedulerSettings
-from topology.plan import RetryPlan
-from topology.schedules.load import ScheduleSet
-from topology.schedules.schedule import Schedule
-from topology.schedules.timing import CronTiming, format_duration, utc_text
+from warren_cron.plan import RetryPlan
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import CronTiming, format_duration, utc_text
 
 FIRES_SHOWN = 5
 

@@ -18,8 +18,8 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from topology.schedules.load import ScheduleSet
-from topology.schedules.schedule import Schedule
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.schedule import Schedule
 
 #: A fire published this late is still on time; later, it counts as missed.
 ON_TIME = timedelta(seconds=2)

@@ -15,9 +15,9 @@ import socket
 
 from aio_pika.abc import AbstractConnection
 
-from scheduler.settings import SchedulerSettings
-from topology.broker.exclusive import plain_connection, try_exclusive
-from topology.names import Names
+from warren_cron.broker.exclusive import plain_connection, try_exclusive
+from warren_cron.names import Names
+from warren_cron.scheduler.settings import SchedulerSettings
 
 
 def identity() -> str:

@@ -22,15 +22,15 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from scheduler.firing import Batch, Skipped, due_fires, keep
-from scheduler.publisher import Fire
-from topology.errors import BROKER_TROUBLE
-from topology.history.events import Event, decode, encode
-from topology.history.reader import stream_offset
-from topology.history.stream import declare_control
-from topology.names import Names
-from topology.schedules.control import Pause, fold_pauses
-from topology.schedules.load import ScheduleSet
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.history.events import Event, decode, encode
+from warren_cron.history.reader import stream_offset
+from warren_cron.history.stream import declare_control
+from warren_cron.names import Names
+from warren_cron.scheduler.firing import Batch, Skipped, due_fires, keep
+from warren_cron.scheduler.publisher import Fire
+from warren_cron.schedules.control import Pause, fold_pauses
+from warren_cron.schedules.load import ScheduleSet
 
 log = structlog.get_logger("scheduler")
 #: The reason of a fire not published because its schedule is paused.

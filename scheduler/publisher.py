@@ -22,17 +22,17 @@ from typing import Any
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from topology.broker.batch import Outgoing, Sent, publish_batch
-from topology.declare import PlanDeclarer, QueueSettings, declare_topology
-from topology.envelope import utcnow
-from topology.errors import BROKER_TROUBLE, TopologyError
-from topology.headers import H_RUN_ID, H_SCHEDULE
-from topology.history.events import fire_event
-from topology.history.publisher import HistoryPublisher
-from topology.names import Names
-from topology.runtime.metrics import FIRE_LAG, FIRES
-from topology.schedules.schedule import Schedule
-from topology.schedules.timing import utc_text
+from warren_cron.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.declare import PlanDeclarer, QueueSettings, declare_topology
+from warren_cron.envelope import utcnow
+from warren_cron.errors import BROKER_TROUBLE, TopologyError
+from warren_cron.headers import H_RUN_ID, H_SCHEDULE
+from warren_cron.history.events import fire_event
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.names import Names
+from warren_cron.runtime.metrics import FIRE_LAG, FIRES
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: How long one publish may wait for its confirm before it counts as failed.

@@ -25,10 +25,15 @@ from pathlib import Path
 import structlog
 from aio_pika.abc import AbstractConnection
 
-from scheduler.firing import Batch, FireHeap
-from scheduler.leader import identity, open_connection, try_lead, watch_connection
-from scheduler.pauses import PauseBook
-from scheduler.publisher import (
+from warren_cron.envelope import utcnow
+from warren_cron.errors import ScheduleError, TopologyError
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.names import Names
+from warren_cron.runtime.metrics import LEADER
+from warren_cron.scheduler.firing import Batch, FireHeap
+from warren_cron.scheduler.leader import identity, open_connection, try_lead, watch_connection
+from warren_cron.scheduler.pauses import PauseBook
+from warren_cron.scheduler.publisher import (
     PUBLISH_ERRORS,
     Fire,
     FirePublisher,
@@ -36,16 +41,11 @@ from scheduler.publisher import (
     backoff,
     wait_for_event,
 )
-from scheduler.settings import SchedulerSettings
-from scheduler.skips import report_skipped
-from scheduler.watermark import Watermark
-from topology.envelope import utcnow
-from topology.errors import ScheduleError, TopologyError
-from topology.history.publisher import HistoryPublisher
-from topology.names import Names
-from topology.runtime.metrics import LEADER
-from topology.schedules.load import ScheduleSet, load_schedules
-from topology.schedules.timing import utc_text
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.scheduler.skips import report_skipped
+from warren_cron.scheduler.watermark import Watermark
+from warren_cron.schedules.load import ScheduleSet, load_schedules
+from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: Longest sleep between looks at the wall clock, so a clock step is noticed.

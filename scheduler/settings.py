@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from topology.runtime.settings import CronSettings
+from warren_cron.runtime.settings import CronSettings
 
 
 class SchedulerSettings(CronSettings):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import structlog
 
-from scheduler.firing import Batch, Skipped
-from scheduler.pauses import PAUSED
-from topology.history.events import fire_event
-from topology.history.publisher import HistoryPublisher
-from topology.runtime.metrics import MISSED_FIRES
-from topology.schedules.timing import utc_text
+from warren_cron.history.events import fire_event
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.runtime.metrics import MISSED_FIRES
+from warren_cron.scheduler.firing import Batch, Skipped
+from warren_cron.scheduler.pauses import PAUSED
+from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 

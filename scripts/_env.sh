@@ -21,11 +21,13 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     if [ ! -x "$VENV/bin/python" ]; then
         "$(pick_python)" -m venv "$VENV"
     fi
-    # Build-backend chatter goes to a log; it is shown only when the install fails.
+    # Build-backend chatter goes to a log; it is shown only when the install fails. The strict
+    # editable mode links the mapped folders into one warren_cron tree that mypy reads too.
     local log="$VENV/install.log"
     echo "installing warren$1 into .venv (log: .venv/install.log)"
     if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
-        "$VENV/bin/python" -m pip install --disable-pip-version-check -e "$ROOT$1"; } >"$log" 2>&1; then
+        "$VENV/bin/python" -m pip install --disable-pip-version-check \
+            --config-settings editable_mode=strict -e "$ROOT$1"; } >"$log" 2>&1; then
         cat "$log" >&2
         echo "installing the project into $VENV failed (log above, also in $log)" >&2
         return 1

@@ -50,9 +50,9 @@ from benchlib.common import (  # noqa: E402 - after the path fix above
     run_ours,
     worker_env,
 )
-from chaoslib.waits import until  # noqa: E402
 
-from topology.plan import RetryPlan  # noqa: E402
+from warren_cron.plan import RetryPlan  # noqa: E402
+from warren_cron.testing.waits import until  # noqa: E402
 
 
 def run_raw(bench: Bench, expected: int, prefetch: int) -> Run:
@@ -156,7 +156,7 @@ def soak(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
     asyncio.run(bench.fill(10_000, "noop", RetryPlan((1000,))))
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "worker"],
+            [sys.executable, "-m", "warren_cron.worker"],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

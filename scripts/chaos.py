@@ -24,19 +24,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaoslib.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
-from chaoslib.install import available
-from chaoslib.ledger import Ledger
-from chaoslib.namespace import BrokerNamespace
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.private_cluster import PrivateCluster
-from chaoslib.processes import Procs, base_env
-from chaoslib.scenario import Scenario
-
-from topology.broker.connect import connect
-from topology.broker.outage import demote_reconnect_chatter
-from topology.plan import RetryPlan
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.connect import connect
+from warren_cron.broker.outage import demote_reconnect_chatter
+from warren_cron.plan import RetryPlan
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
+from warren_cron.testing.install import available
+from warren_cron.testing.ledger import Ledger
+from warren_cron.testing.namespace import BrokerNamespace
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.testing.processes import Procs, base_env
+from warren_cron.testing.scenario import Scenario
 
 EXIT_OK = 0
 EXIT_LOST = 1

@@ -27,10 +27,10 @@ from typing import Any
 import orjson
 from aio_pika.abc import AbstractIncomingMessage
 
-from topology.broker.connect import connect
-from topology.names import Names
-from topology.runtime.settings import CronSettings, load_settings
-from topology.schedules.load import load_schedules
+from warren_cron.broker.connect import connect
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings, load_settings
+from warren_cron.schedules.load import load_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / ".demo"
@@ -105,9 +105,9 @@ class Service:
 #: Started in this order, stopped in reverse: the scheduler last in, first out, so the
 #: worker is consuming before the first fire and still there for the last retry.
 SERVICES = [
-    Service("worker", ["-m", "worker"]),
-    Service("scheduler", ["-m", "scheduler"]),
-    Service("monitor", ["-m", "worker.monitor"]),
+    Service("worker", ["-m", "warren_cron.worker"]),
+    Service("scheduler", ["-m", "warren_cron.scheduler"]),
+    Service("monitor", ["-m", "warren_cron.monitor"]),
 ]
 
 

@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaoslib.install import Install
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.private_cluster import PrivateCluster
+from warren_cron.testing.install import Install
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.private_cluster import PrivateCluster
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from aiormq.exceptions import ChannelNotFoundEntity
 
-from topology.broker.exclusive import plain_connection
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.exclusive import plain_connection
+from warren_cron.runtime.settings import CronSettings
 
 LOCAL_URL = "amqp://guest:guest@127.0.0.1:5672/"
 

@@ -11,18 +11,18 @@ from typing import Any, Literal
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from chaoslib.install import available as private_broker_available
-from chaoslib.private_broker import PrivateBroker
 
 from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reachable
 from tests.inprocess import InProcess, InProcessWorkers
 from tests.namespace import SESSION_PREFIX, TestBroker, namespace_for
-from topology.client import Client
-from topology.plan import RetryPlan
-from topology.schedules.schedule import Schedule
-from worker.http import HttpHandler, http_options, new_session
-from worker.monitor import Monitor, MonitorSettings
-from worker.settings import WorkerSettings
+from warren_cron.client import Client
+from warren_cron.monitor import Monitor, MonitorSettings
+from warren_cron.plan import RetryPlan
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.testing.install import available as private_broker_available
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.worker.http import HttpHandler, http_options, new_session
+from warren_cron.worker.settings import WorkerSettings
 
 
 @pytest.fixture(scope="session")

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaoslib.waits import eventually
 from playwright.async_api import Page
 
 from tests.namespace import TestBroker
-from topology.errors import PermanentError
-from topology.history.publisher import publishing
-from topology.schedules import commands
-from topology.schedules.load import ScheduleSet
-from worker.context import TaskContext
-from worker.monitor import Monitor
+from warren_cron.errors import PermanentError
+from warren_cron.history.publisher import publishing
+from warren_cron.monitor import Monitor
+from warren_cron.schedules import commands
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.context import TaskContext
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Debian's Chromium: Playwright drives it, its own browser download cannot work here.

@@ -13,9 +13,9 @@ import orjson
 
 from tests.helpers import envelope
 from tests.namespace import TestBroker
-from topology.envelope import Envelope
-from topology.names import FAILED_KEY
-from topology.records import Failure, envelope_record
+from warren_cron.envelope import Envelope
+from warren_cron.names import FAILED_KEY
+from warren_cron.records import Failure, envelope_record
 
 ROOT = Path(__file__).resolve().parent.parent
 

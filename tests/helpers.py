@@ -11,18 +11,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import aio_pika
-from chaoslib.waits import eventually
 
 from tests.namespace import TestBroker
-from topology.envelope import Envelope, one_off_run_id, utcnow
-from topology.history.events import Event, encode, event
-from topology.history.reader import read_stream
-from topology.history.stream import declare_history
-from topology.plan import RetryPlan
-from topology.publish import TaskPublisher
-from topology.schedules.timing import utc_text
-from worker.context import TaskContext
-from worker.registry import Registry
+from warren_cron.envelope import Envelope, one_off_run_id, utcnow
+from warren_cron.history.events import Event, encode, event
+from warren_cron.history.reader import read_stream
+from warren_cron.history.stream import declare_history
+from warren_cron.plan import RetryPlan
+from warren_cron.publish import TaskPublisher
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.registry import Registry
 
 
 def registry(**handlers: Any) -> Registry:

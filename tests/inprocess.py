@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from topology.runtime.service import Service
-from worker.consumer import Worker
-from worker.registry import Registry
-from worker.settings import WorkerSettings
+from warren_cron.runtime.service import Service
+from warren_cron.worker.consumer import Worker
+from warren_cron.worker.registry import Registry
+from warren_cron.worker.settings import WorkerSettings
 
 
 class ReadyService(Service, Protocol):

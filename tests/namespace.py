@@ -7,14 +7,14 @@ import uuid
 from typing import Any
 
 import pytest
-from chaoslib.namespace import BrokerNamespace
-from chaoslib.waits import eventually
 
 from tests.broker import delete_all, exchange_exists
-from topology.declare import Topology, declare_topology
-from topology.delay import delay_objects
-from topology.names import FINAL_KEY
-from worker.settings import WorkerSettings
+from warren_cron.declare import Topology, declare_topology
+from warren_cron.delay import delay_objects
+from warren_cron.names import FINAL_KEY
+from warren_cron.testing.namespace import BrokerNamespace
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.settings import WorkerSettings
 
 #: Every namespace of this run starts with this, so one sweep at the end finds leftovers.
 SESSION_PREFIX = f"t{uuid.uuid4().hex[:6]}_"

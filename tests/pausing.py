@@ -10,7 +10,7 @@ from typing import Any
 from tests.failed_records import run_script
 from tests.helpers import wait_history
 from tests.namespace import TestBroker
-from topology.history.events import Event
+from warren_cron.history.events import Event
 
 
 async def schedules_script(

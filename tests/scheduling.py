@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from chaoslib.waits import eventually
 
-from scheduler.service import Scheduler
-from scheduler.settings import SchedulerSettings
-from scheduler.watermark import Watermark
 from tests.namespace import TestBroker
-from topology.envelope import Envelope
-from topology.schedules.load import ScheduleSet, load_schedules, parse_schedules
+from warren_cron.envelope import Envelope
+from warren_cron.scheduler.service import Scheduler
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.scheduler.watermark import Watermark
+from warren_cron.schedules.load import ScheduleSet, load_schedules, parse_schedules
+from warren_cron.testing.waits import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 

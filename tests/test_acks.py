@@ -8,13 +8,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 
 from tests.conftest import plan
 from tests.helpers import envelope, publish, registry
 from tests.namespace import TestBroker
-from worker.acks import Acks
-from worker.context import TaskContext
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.acks import Acks
+from warren_cron.worker.context import TaskContext
 
 
 class BrokerModel:

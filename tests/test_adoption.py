@@ -8,10 +8,10 @@ from typing import Any
 import aio_pika
 import pytest
 
-import worker.adopt
+import warren_cron.worker.adopt
 from tests.helpers import Recorder, envelope, publish_raw, registry
 from tests.namespace import TestBroker
-from worker.adopt import needs_plan
+from warren_cron.worker.adopt import needs_plan
 
 pytestmark = pytest.mark.broker
 
@@ -84,15 +84,15 @@ async def test_a_worker_gone_between_the_copy_and_the_ack_leaves_one_run_id_that
     to the broker and is adopted again, so the task runs twice, both times under its own
     run id, and nothing is lost or left over."""
     confirmed = asyncio.Event()
-    adopt = worker.adopt.Adopter.adopt
+    adopt = warren_cron.worker.adopt.Adopter.adopt
 
     async def adopt_then_hang(self: Any, message: Any, envelope: Any) -> Any:
         await adopt(self, message, envelope)
-        monkeypatch.setattr(worker.adopt.Adopter, "adopt", adopt)
+        monkeypatch.setattr(warren_cron.worker.adopt.Adopter, "adopt", adopt)
         confirmed.set()
         await asyncio.Event().wait()  # cancelled at shutdown: the original is never acked
 
-    monkeypatch.setattr(worker.adopt.Adopter, "adopt", adopt_then_hang)
+    monkeypatch.setattr(warren_cron.worker.adopt.Adopter, "adopt", adopt_then_hang)
     first = await run_worker(
         registry(job=Recorder()),
         prefetch=1,

@@ -32,14 +32,14 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 async def test_worker_with_a_bad_setting_exits_2_naming_it(broker: TestBroker) -> None:
     """A bad variable stops the worker at start with exit code 2 and the variable's name."""
-    result = run(["-m", "worker"], env_for(broker, CRON_RETRY_DELAY_MULTIPLIER="0.5"))
+    result = run(["-m", "warren_cron.worker"], env_for(broker, CRON_RETRY_DELAY_MULTIPLIER="0.5"))
     assert result.returncode == 2
     assert "CRON_RETRY_DELAY_MULTIPLIER" in result.stderr
 
 
 async def test_worker_with_a_missing_handler_module_exits_2(broker: TestBroker) -> None:
     """A module in CRON_HANDLER_MODULES that does not import is named in the error."""
-    result = run(["-m", "worker"], env_for(broker, CRON_HANDLER_MODULES="no.such.module"))
+    result = run(["-m", "warren_cron.worker"], env_for(broker, CRON_HANDLER_MODULES="no.such.module"))
     assert result.returncode == 2 and "no.such.module" in result.stderr
 
 
@@ -50,7 +50,7 @@ async def test_sigterm_mid_task_exits_0_and_spends_no_retry(broker: TestBroker) 
         broker, CRON_HANDLER_MODULES="tests.sample_handlers", CRON_SHUTDOWN_GRACE_SECONDS="0.5"
     )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
+        sys.executable, "-m", "warren_cron.worker", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
     )
     assert proc.stdout is not None
     async with asyncio.timeout(20):

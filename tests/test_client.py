@@ -11,10 +11,10 @@ import pytest
 
 from tests.helpers import Recorder, registry
 from tests.namespace import TestBroker
-from topology.client import BrokerUnavailable, Client, Enqueued, SyncClient
-from topology.client.keys import key_digest
-from topology.errors import SettingsError, TopologyError
-from topology.publish import TaskPublisher
+from warren_cron.client import BrokerUnavailable, Client, Enqueued, SyncClient
+from warren_cron.client.keys import key_digest
+from warren_cron.errors import SettingsError, TopologyError
+from warren_cron.publish import TaskPublisher
 
 pytestmark = pytest.mark.broker
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from topology.client import EnqueueError, EnqueueOptions, PlanError, RetryPlan
-from topology.client.options import one_off, plan_of
+from warren_cron.client import EnqueueError, EnqueueOptions, PlanError, RetryPlan
+from warren_cron.client.options import one_off, plan_of
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 

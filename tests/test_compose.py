@@ -65,8 +65,8 @@ def test_env_example_and_readme_table_match_the_settings_classes() -> None:
 
 def test_compose_schedules_file_is_valid() -> None:
     """The schedules the compose demo runs pass the scheduler's validation."""
-    from topology.runtime.settings import CronSettings
-    from topology.schedules.load import load_schedules
+    from warren_cron.runtime.settings import CronSettings
+    from warren_cron.schedules.load import load_schedules
 
     path = ROOT / COMPOSE["services"]["scheduler"]["environment"][
         "CRON_SCHEDULES_FILE"
@@ -111,7 +111,7 @@ def test_the_cluster_profile_runs_three_joinable_nodes() -> None:
 @pytest.mark.parametrize("service", WARREN_SERVICES)
 def test_warren_services_are_given_every_node(service: str) -> None:
     """CRON_AMQP_URL lists each RabbitMQ node of compose, the seed first, and parses."""
-    from topology.runtime.settings import CronSettings
+    from warren_cron.runtime.settings import CronSettings
 
     url = COMPOSE["services"][service]["environment"]["CRON_AMQP_URL"]
     hosts = [urlsplit(node).hostname for node in CronSettings(amqp_url=url).urls]

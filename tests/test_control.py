@@ -8,7 +8,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from tests.helpers import history
@@ -23,9 +22,10 @@ from tests.scheduling import (
     wait_published,
     write_schedules,
 )
-from topology.envelope import utcnow
-from topology.history.runs import fold_runs
-from topology.schedules.timing import utc_text
+from warren_cron.envelope import utcnow
+from warren_cron.history.runs import fold_runs
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

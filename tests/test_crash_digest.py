@@ -8,12 +8,18 @@ from typing import Any, cast
 from aio_pika.abc import AbstractRobustConnection
 
 from tests.wire import ENVELOPE, MAIN, incoming, task_message, worker_delivery
-from topology.names import FAILED_KEY, Names
-from topology.records import Failure, failure_record, read_record
-from worker.attempt import Outcome
-from worker.crashloop import UNMARKED, CrashGuard, crash_loop, delivery_limit, marker_key
-from worker.fate import Action, decide
-from worker.settings import WorkerSettings
+from warren_cron.names import FAILED_KEY, Names
+from warren_cron.records import Failure, failure_record, read_record
+from warren_cron.worker.attempt import Outcome
+from warren_cron.worker.crashloop import (
+    UNMARKED,
+    CrashGuard,
+    crash_loop,
+    delivery_limit,
+    marker_key,
+)
+from warren_cron.worker.fate import Action, decide
+from warren_cron.worker.settings import WorkerSettings
 
 
 def guard(queue_type: str, **settings: Any) -> CrashGuard:

@@ -10,14 +10,14 @@ from typing import Any
 
 import aio_pika
 import pytest
-from chaoslib.waits import eventually
 
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
-from topology.envelope import Envelope
-from worker.crashloop import marker_key
-from worker.registry import Registry
+from warren_cron.envelope import Envelope
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.crashloop import marker_key
+from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.broker
 

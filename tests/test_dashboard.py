@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from chaoslib.waits import eventually
 from playwright.async_api import Browser, Page, async_playwright
 
 from tests.dashboard import (
@@ -27,8 +26,9 @@ from tests.dashboard import (
 )
 from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
-from topology.envelope import utcnow
-from topology.schedules.control import read_pauses
+from warren_cron.envelope import utcnow
+from warren_cron.schedules.control import read_pauses
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

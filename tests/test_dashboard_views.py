@@ -12,22 +12,22 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractConnection
 from aiohttp.test_utils import TestClient, TestServer
-from chaoslib.waits import eventually
 
-from topology.failed.select import RecordFilter, exact
-from topology.failed.tally import Progress
-from topology.history.events import Event
-from topology.names import Names
-from topology.records import FailedRecord, record_from
-from worker.monitor.dashboard import failed_index, pages
-from worker.monitor.dashboard.activity import Activity
-from worker.monitor.dashboard.app import create_app
-from worker.monitor.dashboard.offsets import OffsetIndex
-from worker.monitor.dashboard.recent import RecentRuns
-from worker.monitor.dashboard.service import Dashboard
-from worker.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
-from worker.monitor.settings import MonitorSettings
-from worker.monitor.status import StatusKeeper
+from warren_cron.failed.select import RecordFilter, exact
+from warren_cron.failed.tally import Progress
+from warren_cron.history.events import Event
+from warren_cron.monitor.dashboard import failed_index, pages
+from warren_cron.monitor.dashboard.activity import Activity
+from warren_cron.monitor.dashboard.app import create_app
+from warren_cron.monitor.dashboard.offsets import OffsetIndex
+from warren_cron.monitor.dashboard.recent import RecentRuns
+from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.monitor.status import StatusKeeper
+from warren_cron.names import Names
+from warren_cron.records import FailedRecord, record_from
+from warren_cron.testing.waits import eventually
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 

@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from topology.delay import (
+from warren_cron.delay import (
     MAX_DELAY_SECONDS,
     delay_key,
     held_seconds,
     level_pattern,
     seconds_until,
 )
-from topology.errors import PlanError
-from topology.names import DELAY_LEVELS
+from warren_cron.errors import PlanError
+from warren_cron.names import DELAY_LEVELS
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -8,18 +8,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from chaoslib.private_broker import PrivateBroker, holding
-from chaoslib.waits import NeverHappened, eventually
 
 from tests.broker import delete_all
 from tests.helpers import Recorder, registry, wait_history
 from tests.namespace import TestBroker
-from topology.client import Client, RetryPlan
-from topology.delay import delay_objects
-from topology.envelope import utcnow
-from topology.errors import BrokerError
-from topology.history.events import Event
-from worker.context import TaskContext
+from warren_cron.client import Client, RetryPlan
+from warren_cron.delay import delay_objects
+from warren_cron.envelope import utcnow
+from warren_cron.errors import BrokerError
+from warren_cron.history.events import Event
+from warren_cron.testing.private_broker import PrivateBroker, holding
+from warren_cron.testing.waits import NeverHappened, eventually
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

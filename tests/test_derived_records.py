@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from tests.wire import MAIN, T0, death, incoming, task_message
-from topology.records import FailedRecord, derived_reason, read_record, record_from
+from warren_cron.records import FailedRecord, derived_reason, read_record, record_from
 
 
 def dead_lettered(routing_key: str, *history: dict[str, Any]) -> FailedRecord:

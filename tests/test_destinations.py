@@ -17,12 +17,12 @@ from structlog.testing import capture_logs
 
 from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
-from topology.errors import DestinationDenied, PermanentError, SettingsError
-from topology.runtime.settings import load_settings
-from worker.destinations import DestinationPolicy, Rules, warn_if_metadata_reachable
-from worker.http import HttpHandler
-from worker.resolver import PolicyResolver
-from worker.settings import WorkerSettings
+from warren_cron.errors import DestinationDenied, PermanentError, SettingsError
+from warren_cron.runtime.settings import load_settings
+from warren_cron.worker.destinations import DestinationPolicy, Rules, warn_if_metadata_reachable
+from warren_cron.worker.http import HttpHandler
+from warren_cron.worker.resolver import PolicyResolver
+from warren_cron.worker.settings import WorkerSettings
 
 Handler = Callable[..., HttpHandler]
 

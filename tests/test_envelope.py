@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from topology.envelope import Envelope
-from topology.errors import MessageDecodeError
+from warren_cron.envelope import Envelope
+from warren_cron.errors import MessageDecodeError
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from tests.wire import MAIN, T0, death, incoming, task_message, worker_delivery
-from topology.failed.export import body_fields, exported, restored_message
-from topology.names import FAILED_KEY, Names
-from topology.records import FailedRecord, Failure, failure_record, read_record
+from warren_cron.failed.export import body_fields, exported, restored_message
+from warren_cron.names import FAILED_KEY, Names
+from warren_cron.records import FailedRecord, Failure, failure_record, read_record
 
 FAILED_QUEUE = Names().failed_queue
 HISTORY = [

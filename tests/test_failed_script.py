@@ -14,10 +14,10 @@ from tests.conftest import plan
 from tests.failed_records import ids_in, json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
-from topology.declare import UNLIMITED_DELIVERIES
-from topology.envelope import utcnow
-from topology.failed.select import RecordFilter
-from topology.failed.store import read_records
+from warren_cron.declare import UNLIMITED_DELIVERIES
+from warren_cron.envelope import utcnow
+from warren_cron.failed.select import RecordFilter
+from warren_cron.failed.store import read_records
 
 pytestmark = pytest.mark.broker
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.attempt import SUCCESS, Outcome, Result
-from worker.fate import ACKED, Action, decide
+from warren_cron.worker.attempt import SUCCESS, Outcome, Result
+from warren_cron.worker.fate import ACKED, Action, decide
 
 RETRYABLE = Result(Outcome.RETRYABLE, "exception", "boom")
 TERMINAL = Result(Outcome.TERMINAL, "permanent-error", "bad input")

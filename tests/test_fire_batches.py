@@ -18,18 +18,18 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 from structlog.testing import capture_logs
 
-import scheduler.publisher
-import topology.broker.batch
-from scheduler.service import Scheduler
-from scheduler.settings import SchedulerSettings
+import warren_cron.broker.batch
+import warren_cron.scheduler.publisher
 from tests.namespace import TestBroker
 from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
-from topology.broker.batch import Outgoing, encode, publish_batch
-from topology.declare import queue_arguments
-from topology.envelope import Envelope
-from topology.publish import task_message
-from topology.schedules.load import load_schedules, parse_schedules
-from topology.schedules.timing import cron_timing
+from warren_cron.broker.batch import Outgoing, encode, publish_batch
+from warren_cron.declare import queue_arguments
+from warren_cron.envelope import Envelope
+from warren_cron.publish import task_message
+from warren_cron.scheduler.service import Scheduler
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.schedules.load import load_schedules, parse_schedules
+from warren_cron.schedules.timing import cron_timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -208,7 +208,7 @@ async def test_a_fire_that_is_not_confirmed_is_published_again_and_lands_once(
     broker: TestBroker, scheduler_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first batch fails: the fires are logged, sent again after a backoff, and kept once."""
-    original = topology.broker.batch.publish_batch
+    original = warren_cron.broker.batch.publish_batch
     calls = 0
 
     async def failing_once(*args: Any) -> Any:
@@ -218,7 +218,7 @@ async def test_a_fire_that_is_not_confirmed_is_published_again_and_lands_once(
             raise AMQPError("the broker refused the batch")
         return await original(*args)
 
-    monkeypatch.setattr(scheduler.publisher, "publish_batch", failing_once)
+    monkeypatch.setattr(warren_cron.scheduler.publisher, "publish_batch", failing_once)
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, burst(3, due))

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from tests.wire import MAIN, T0, death
-from topology.headers import as_utc, attempt_number, jsonable, rejections, text, x_death
+from warren_cron.headers import as_utc, attempt_number, jsonable, rejections, text, x_death
 
 
 @pytest.mark.parametrize(

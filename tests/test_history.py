@@ -7,18 +7,18 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 from prometheus_client import REGISTRY
 
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry, wait_history
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
-from topology.errors import PermanentError
-from topology.history.events import Event
-from topology.history.runs import fold_runs
-from worker.consumer import Worker
-from worker.context import TaskContext
+from warren_cron.errors import PermanentError
+from warren_cron.history.events import Event
+from warren_cron.history.runs import fold_runs
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.consumer import Worker
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

@@ -11,9 +11,9 @@ from tests.conftest import plan
 from tests.failed_records import json_out, put_failed, run_script
 from tests.helpers import Recorder, attempt_ended, envelope, publish, registry, wait_history
 from tests.namespace import TestBroker
-from topology.envelope import Envelope
-from topology.errors import PermanentError
-from worker.context import TaskContext
+from warren_cron.envelope import Envelope
+from warren_cron.errors import PermanentError
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

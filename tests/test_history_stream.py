@@ -9,16 +9,16 @@ import aio_pika
 import pytest
 from aiormq.exceptions import ChannelPreconditionFailed
 
-import topology.history.publisher as publisher_module
+import warren_cron.history.publisher as publisher_module
 from tests.namespace import TestBroker
-from topology.envelope import utcnow
-from topology.history.events import decode, encode, event
-from topology.history.losses import Losses
-from topology.history.publisher import HistoryPublisher
-from topology.history.reader import read_stream
-from topology.history.stream import SEGMENT_BYTES, declare_history
-from topology.names import Names
-from topology.runtime.settings import CronSettings
+from warren_cron.envelope import utcnow
+from warren_cron.history.events import decode, encode, event
+from warren_cron.history.losses import Losses
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.history.reader import read_stream
+from warren_cron.history.stream import SEGMENT_BYTES, declare_history
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings
 
 
 def test_a_full_buffer_drops_and_counts_instead_of_growing(

@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.webhook import Endpoint, serve
-from topology.envelope import Envelope
-from topology.errors import PermanentError, RetryableError
-from worker.attempt import Outcome, run_attempt
-from worker.context import TaskContext
-from worker.handlers import LazyHttp, builtin_registry
-from worker.http import HttpHandler, HttpTimeout, http_options, new_session
-from worker.settings import WorkerSettings
+from warren_cron.envelope import Envelope
+from warren_cron.errors import PermanentError, RetryableError
+from warren_cron.worker.attempt import Outcome, run_attempt
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.handlers import LazyHttp, builtin_registry
+from warren_cron.worker.http import HttpHandler, HttpTimeout, http_options, new_session
+from warren_cron.worker.settings import WorkerSettings
 
 CTX = TaskContext(
     run_id="nightly@2026-01-01T00:00:00+00:00",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from tests.conftest import plan
@@ -14,6 +13,7 @@ from tests.helpers import envelope, publish, wait_history
 from tests.namespace import TestBroker
 from tests.test_history import of_type
 from tests.webhook import Endpoint, bodies, serve
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

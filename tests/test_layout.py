@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from chaoslib.processes import base_env
+
+from warren_cron.testing.processes import base_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -48,21 +49,21 @@ def loaded_by(module: str) -> set[str]:
     return set(result.stdout.split())
 
 
-@pytest.mark.parametrize("module", ["worker.monitor.__main__", "scheduler.__main__"])
+@pytest.mark.parametrize("module", ["warren_cron.monitor.__main__", "warren_cron.scheduler.__main__"])
 def test_a_process_other_than_the_worker_loads_no_worker_module(module: str) -> None:
     """Only the ``worker`` package itself and the monitor's own modules may load."""
     worker_modules = {m for m in loaded_by(module) if m.startswith("worker.")}
-    assert worker_modules <= {m for m in worker_modules if m.startswith("worker.monitor")}
+    assert worker_modules <= {m for m in worker_modules if m.startswith("warren_cron.monitor")}
 
 
 def test_the_monitor_loads_no_scheduler_module() -> None:
     """The monitor reads the schedules file through the contract, not the scheduler."""
-    assert not {m for m in loaded_by("worker.monitor.__main__") if m.startswith("scheduler")}
+    assert not {m for m in loaded_by("warren_cron.monitor.__main__") if m.startswith("scheduler")}
 
 
 def test_the_public_worker_names_still_load_for_handler_modules() -> None:
     """``from worker import task, TaskContext, PermanentError`` works as the README shows."""
-    from worker import PermanentError, TaskContext, task
+    from warren_cron.worker import PermanentError, TaskContext, task
 
     assert callable(task) and TaskContext.__name__ == "TaskContext"
     assert issubclass(PermanentError, Exception)

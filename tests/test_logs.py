@@ -17,8 +17,8 @@ import orjson
 import pytest
 import structlog
 
-from topology.broker.outage import CHATTER
-from topology.runtime.logs import configure_logging
+from warren_cron.broker.outage import CHATTER
+from warren_cron.runtime.logs import configure_logging
 
 #: Each library logger the chatter table names, with the module that logs through it.
 LIBRARY_MODULES = {

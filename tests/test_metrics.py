@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from chaoslib.private_broker import free_port
 
-from topology.runtime.metrics import ATTEMPTS, Health, serve_metrics
+from warren_cron.runtime.metrics import ATTEMPTS, Health, serve_metrics
+from warren_cron.testing.private_broker import free_port
 
 
 @pytest.fixture

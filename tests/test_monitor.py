@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 import pytest
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from tests.conftest import plan
@@ -18,9 +17,10 @@ from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, bodies, conditions, serve
-from topology.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
-from topology.records import record_from
-from worker.monitor.alerts import Condition, Digest
+from warren_cron.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
+from warren_cron.monitor.alerts import Condition, Digest
+from warren_cron.records import record_from
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 
@@ -156,7 +156,7 @@ def test_monitor_check_names_a_bad_webhook_url() -> None:
     def check(**extra: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
         return subprocess.run(
-            [sys.executable, "-m", "worker.monitor", "--check"],
+            [sys.executable, "-m", "warren_cron.monitor", "--check"],
             cwd=ROOT,
             env={**env, **extra},
             capture_output=True,

@@ -8,12 +8,12 @@ from urllib.parse import urlsplit
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractConnection
-from chaoslib.private_broker import PrivateBroker, free_port
 
-from topology.broker.connect import connect
-from topology.broker.exclusive import plain_connection
-from topology.errors import BrokerUnavailable, SettingsError
-from topology.runtime.settings import CronSettings, load_settings
+from warren_cron.broker.connect import connect
+from warren_cron.broker.exclusive import plain_connection
+from warren_cron.errors import BrokerUnavailable, SettingsError
+from warren_cron.runtime.settings import CronSettings, load_settings
+from warren_cron.testing.private_broker import PrivateBroker, free_port
 
 
 def port_of(connection: AbstractConnection) -> int | None:

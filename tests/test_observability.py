@@ -8,15 +8,15 @@ from typing import Any
 import aio_pika
 import httpx
 import pytest
-from chaoslib.private_broker import free_port
-from chaoslib.waits import eventually
 
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
-from topology.runtime.service import start_metrics
-from worker.__main__ import health_checks
+from warren_cron.runtime.service import start_metrics
+from warren_cron.testing.private_broker import free_port
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.__main__ import health_checks
 
 pytestmark = pytest.mark.broker
 
@@ -55,7 +55,7 @@ async def test_scheduler_reports_leadership_fires_and_health(
     await broker.declare()
     port = free_port()
     env = env_for(broker, CRON_SCHEDULES_FILE=str(path), CRON_METRICS_PORT=str(port))
-    process: Process = await spawn(["-m", "scheduler"], env)
+    process: Process = await spawn(["-m", "warren_cron.scheduler"], env)
     await wait_published(broker, 2)
     text = await wait_metric(port, "cron_scheduler_leader 1.0")
     assert 'cron_fires_total{schedule="tick"}' in text
@@ -74,7 +74,7 @@ async def test_monitor_reports_failed_queue_depth_and_health(
         await topology.dlx.publish(aio_pika.Message(b"{}"), "failed", mandatory=True)
     port = free_port()
     env = env_for(broker, CRON_METRICS_PORT=str(port), CRON_MONITOR_INTERVAL_SECONDS="0.2")
-    process: Process = await spawn(["-m", "worker.monitor"], env)
+    process: Process = await spawn(["-m", "warren_cron.monitor"], env)
     await wait_metric(port, f'cron_queue_depth{{queue="{broker.names.failed_queue}"}} 3.0')
     health = await scrape(port, "/healthz")
     assert health.status_code == 200

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from aiormq.exceptions import AMQPConnectionError, ConnectionClosed
-from chaoslib.private_broker import free_port
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-from scheduler.service import Scheduler
-from scheduler.settings import SchedulerSettings
-from topology.broker.outage import OutageLog
-from topology.schedules.load import parse_schedules
+from warren_cron.broker.outage import OutageLog
+from warren_cron.scheduler.service import Scheduler
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.schedules.load import parse_schedules
+from warren_cron.testing.private_broker import free_port
+from warren_cron.testing.waits import eventually
 
 
 class Connection:

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-import worker.overlap
+import warren_cron.worker.overlap
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for
-from worker.registry import Registry
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.broker
 
@@ -31,7 +31,7 @@ async def two_workers(broker: TestBroker, spawn: Spawner) -> list[Process]:
         CRON_PREFETCH="1",
         CRON_SHUTDOWN_GRACE_SECONDS="0.5",
     )
-    workers = [await spawn(["-m", "worker"], env) for _ in range(2)]
+    workers = [await spawn(["-m", "warren_cron.worker"], env) for _ in range(2)]
     for process in workers:
         await process.wait_event("worker started")
     return workers
@@ -186,13 +186,13 @@ async def test_an_attempt_that_loses_its_lock_stops_and_is_retried(
 ) -> None:
     """Without its lock a run could overlap the next one: it is cancelled and retried."""
     connections: list[AbstractConnection] = []
-    original = worker.overlap._connect
+    original = warren_cron.worker.overlap._connect
 
     async def recorded(*args: Any) -> AbstractConnection:
         connections.append(await original(*args))
         return connections[-1]
 
-    monkeypatch.setattr(worker.overlap, "_connect", recorded)
+    monkeypatch.setattr(warren_cron.worker.overlap, "_connect", recorded)
     recorder = Recorder(sleep=30)
     registry = Registry()
     registry.register("hold", recorder)

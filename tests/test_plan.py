@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from topology.errors import PlanError
-from topology.plan import RetryPlan, format_delay, parse_delay
+from warren_cron.errors import PlanError
+from warren_cron.plan import RetryPlan, format_delay, parse_delay
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import aio_pika
 import pytest
-from chaoslib.private_broker import PrivateBroker
+
+from warren_cron.testing.private_broker import PrivateBroker
 
 pytestmark = pytest.mark.faults
 

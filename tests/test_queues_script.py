@@ -10,8 +10,8 @@ from tests.conftest import plan
 from tests.failed_records import json_out, put_failed, run_script
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
-from topology.client import Client
-from worker.registry import Registry
+from warren_cron.client import Client
+from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.broker
 

@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 
 from tests.test_http import CTX
-from topology.envelope import Envelope, utcnow
-from topology.errors import (
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.errors import (
     DestinationDenied,
     PermanentError,
     RetryableError,
     SecretUnavailable,
 )
-from worker.attempt import Outcome, run_attempt
-from worker.http import HttpStatusError, HttpTimeout
-from worker.registry import Registry
+from warren_cron.worker.attempt import Outcome, run_attempt
+from warren_cron.worker.http import HttpStatusError, HttpTimeout
+from warren_cron.worker.registry import Registry
 
 
 @pytest.mark.parametrize(

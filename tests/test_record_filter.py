@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.wire import T0
-from topology.failed.select import RecordFilter, parse_since
-from topology.records import FailedRecord
+from warren_cron.failed.select import RecordFilter, parse_since
+from warren_cron.records import FailedRecord
 
 
 def failed(

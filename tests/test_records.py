@@ -10,10 +10,10 @@ import orjson
 from pamqp.commands import Basic
 
 from tests.wire import ENVELOPE, MAIN, T0, death, incoming, task_message, worker_delivery
-from topology.envelope import CONTENT_TYPE
-from topology.headers import H_REASON
-from topology.names import FAILED_KEY
-from topology.records import (
+from warren_cron.envelope import CONTENT_TYPE
+from warren_cron.headers import H_REASON
+from warren_cron.names import FAILED_KEY
+from warren_cron.records import (
     ERROR_CHARS,
     Failure,
     failure_headers,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.redaction import REDACTED, redact_payload, sensitive_header
+from warren_cron.redaction import REDACTED, redact_payload, sensitive_header
 
 
 @pytest.mark.parametrize(

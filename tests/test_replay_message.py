@@ -8,11 +8,11 @@ import aio_pika
 import pytest
 
 from tests.wire import ENVELOPE, MAIN, T0, death, delivered, incoming, task_message, worker_delivery
-from topology.failed.replay import HISTORY_LIMIT, replay_headers, replay_message
-from topology.headers import attempt_number
-from topology.names import FAILED_KEY
-from topology.plan import RetryPlan, task_plan
-from topology.records import FailedRecord, Failure, failure_record, read_record, record_from
+from warren_cron.failed.replay import HISTORY_LIMIT, replay_headers, replay_message
+from warren_cron.headers import attempt_number
+from warren_cron.names import FAILED_KEY
+from warren_cron.plan import RetryPlan, task_plan
+from warren_cron.records import FailedRecord, Failure, failure_record, read_record, record_from
 
 HISTORY = [death(MAIN, "rejected", 3, time=T0)]
 LATER = T0 + timedelta(hours=1)

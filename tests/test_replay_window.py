@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from topology.failed.window import Window
+from warren_cron.failed.window import Window
 
 
 async def test_at_most_size_moves_run_at_once_and_drain_waits_for_all() -> None:

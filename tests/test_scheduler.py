@@ -11,13 +11,12 @@ from typing import Any
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractConnection
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
-import scheduler.leader
-import scheduler.publisher
-import scheduler.service
-import topology.broker.batch
+import warren_cron.broker.batch
+import warren_cron.scheduler.leader
+import warren_cron.scheduler.publisher
+import warren_cron.scheduler.service
 from tests.namespace import TestBroker
 from tests.scheduling import (
     Schedulers,
@@ -28,8 +27,9 @@ from tests.scheduling import (
     wait_published,
     write_schedules,
 )
-from topology.envelope import utcnow
-from topology.schedules.timing import utc_text
+from warren_cron.envelope import utcnow
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)
@@ -76,13 +76,13 @@ async def test_interval_fires_stay_on_their_grid_when_publishing_is_slow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A publish taking 0.6 s of a 1 s interval does not push later fires back."""
-    original = topology.broker.batch.publish_batch
+    original = warren_cron.broker.batch.publish_batch
 
     async def slow(*args: Any) -> Any:
         await asyncio.sleep(0.6)
         return await original(*args)
 
-    monkeypatch.setattr(scheduler.publisher, "publish_batch", slow)
+    monkeypatch.setattr(warren_cron.scheduler.publisher, "publish_batch", slow)
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("grid", "1s", catch_up='"all"'))
     instance = await schedulers.start(path)
@@ -174,13 +174,13 @@ async def test_a_leader_that_loses_its_connection_stops_and_runs_again(
 ) -> None:
     """A lost connection ends leadership at once; a new one wins it back, no fire lost."""
     connections: list[AbstractConnection] = []
-    original = scheduler.leader.open_connection
+    original = warren_cron.scheduler.leader.open_connection
 
     async def recorded(*args: Any) -> AbstractConnection:
         connections.append(await original(*args))
         return connections[-1]
 
-    monkeypatch.setattr(scheduler.service, "open_connection", recorded)
+    monkeypatch.setattr(warren_cron.scheduler.service, "open_connection", recorded)
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("tick", "1s", catch_up='"all"'))
     instance = await schedulers.start(path)

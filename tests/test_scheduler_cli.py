@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from chaoslib.waits import eventually
 
 from tests.namespace import TestBroker
 from tests.scheduling import ROOT, Spawner, env_for, fire_times, write_schedules
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)
@@ -36,7 +36,7 @@ def check(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
     environ.update(CRON_SCHEDULES_FILE=str(path), **env)
     return subprocess.run(
-        [sys.executable, "-m", "scheduler", "--check"],
+        [sys.executable, "-m", "warren_cron.scheduler", "--check"],
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -105,7 +105,7 @@ async def test_two_schedulers_at_once_publish_each_fire_exactly_once(
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, TICK)
     env = scheduler_env(broker, path)
-    first, second = [await spawn(["-m", "scheduler"], env) for _ in range(2)]
+    first, second = [await spawn(["-m", "warren_cron.scheduler"], env) for _ in range(2)]
     await first.wait_event("scheduler started")
     await second.wait_event("scheduler started")
     await eventually(
@@ -127,9 +127,9 @@ async def test_killing_the_leader_hands_over_within_seconds_without_losing_a_fir
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, TICK)
     env = scheduler_env(broker, path)
-    leader = await spawn(["-m", "scheduler"], env)
+    leader = await spawn(["-m", "warren_cron.scheduler"], env)
     await leader.wait_event("fire published", 2)
-    standby = await spawn(["-m", "scheduler"], env)
+    standby = await spawn(["-m", "warren_cron.scheduler"], env)
     await standby.wait_event("standing by: another scheduler leads")
     await leader.kill()
     killed_at = time.monotonic()
@@ -151,7 +151,7 @@ async def test_sighup_reloads_the_schedules_file(
     """With polling off, SIGHUP alone makes a new schedule fire."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, TICK)
-    process = await spawn(["-m", "scheduler"], scheduler_env(broker, path))
+    process = await spawn(["-m", "warren_cron.scheduler"], scheduler_env(broker, path))
     await process.wait_event("fire published")
     write_schedules(broker, path, TICK.replace('"tick"', '"tock"'))
     process.proc.send_signal(signal.SIGHUP)
@@ -167,10 +167,10 @@ async def test_every_process_declares_quorum_queues_with_the_delivery_limit_it_w
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, TICK)
     env = scheduler_env(broker, path) | {"CRON_QUEUE_TYPE": "quorum", "CRON_DELIVERY_LIMIT": "5"}
-    scheduler = await spawn(["-m", "scheduler"], env)
+    scheduler = await spawn(["-m", "warren_cron.scheduler"], env)
     await scheduler.wait_event("fire published")
-    worker = await spawn(["-m", "worker"], env)
-    monitor = await spawn(["-m", "worker.monitor"], env)
+    worker = await spawn(["-m", "warren_cron.worker"], env)
+    monitor = await spawn(["-m", "warren_cron.monitor"], env)
     await monitor.wait_event("monitor started")
     await worker.wait_event("attempt", 2)
     assert [await p.stop() for p in (scheduler, worker, monitor)] == [0, 0, 0]

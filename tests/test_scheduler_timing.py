@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.firing import FireHeap, keep
-from topology.runtime.settings import CronSettings
-from topology.schedules.load import ScheduleSet, parse_schedules
-from topology.schedules.schedule import Schedule
-from topology.schedules.timing import (
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.scheduler.firing import FireHeap, keep
+from warren_cron.schedules.load import ScheduleSet, parse_schedules
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import (
     CronTiming,
     IntervalTiming,
     format_duration,

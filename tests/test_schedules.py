@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from topology.errors import ScheduleError
-from topology.runtime.settings import CronSettings
-from topology.schedules.load import load_schedules, parse_schedules
+from warren_cron.errors import ScheduleError
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.load import load_schedules, parse_schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = CronSettings(max_retries=3, retry_delay_ms=1000, retry_delay_multiplier=2.0)

@@ -9,8 +9,8 @@ import pytest
 
 from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
-from topology.errors import SecretUnavailable
-from worker.http import HttpHandler
+from warren_cron.errors import SecretUnavailable
+from warren_cron.worker.http import HttpHandler
 
 Handler = Callable[..., HttpHandler]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topology.errors import SettingsError
-from topology.runtime.settings import CronSettings, load_settings, redact_url
-from worker.settings import WorkerSettings
+from warren_cron.errors import SettingsError
+from warren_cron.runtime.settings import CronSettings, load_settings, redact_url
+from warren_cron.worker.settings import WorkerSettings
 
 
 def test_defaults_give_three_retries_of_thirty_seconds_doubling(

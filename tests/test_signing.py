@@ -11,8 +11,8 @@ import pytest
 
 from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
-from topology.signing import SignatureError, sign, verify_signature
-from worker.http import HttpHandler
+from warren_cron.signing import SignatureError, sign, verify_signature
+from warren_cron.worker.http import HttpHandler
 
 Handler = Callable[..., HttpHandler]
 SECRET = "s3cret-signing-key"

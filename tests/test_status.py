@@ -9,7 +9,6 @@ from typing import Any
 
 import aio_pika
 import pytest
-from chaoslib.waits import eventually
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
@@ -19,16 +18,17 @@ from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import write_schedules
 from tests.webhook import Endpoint, bodies, conditions, serve
-from topology.envelope import Envelope, utcnow
-from topology.errors import PermanentError
-from topology.history.events import encode, event
-from topology.history.snapshot import read_fold
-from topology.history.stream import declare_history
-from topology.schedules.control import send_command
-from topology.schedules.load import ScheduleSet
-from topology.schedules.timing import utc_text
-from worker.context import TaskContext
-from worker.monitor import Monitor
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.errors import PermanentError
+from warren_cron.history.events import encode, event
+from warren_cron.history.snapshot import read_fold
+from warren_cron.history.stream import declare_history
+from warren_cron.monitor import Monitor
+from warren_cron.schedules.control import send_command
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from topology.history.events import Event, decode, encode, event
-from topology.history.status import StatusFold
+from warren_cron.history.events import Event, decode, encode, event
+from warren_cron.history.status import StatusFold
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 _offsets = itertools.count()

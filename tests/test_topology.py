@@ -8,9 +8,9 @@ import pytest
 from tests.conftest import plan
 from tests.helpers import envelope, publish, publish_raw
 from tests.namespace import TestBroker
-from topology.declare import PlanDeclarer, declare_topology
-from topology.errors import TopologyError
-from topology.names import Names
+from warren_cron.declare import PlanDeclarer, declare_topology
+from warren_cron.errors import TopologyError
+from warren_cron.names import Names
 
 pytestmark = pytest.mark.broker
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 from structlog.testing import capture_logs
 
 from tests.conftest import plan
@@ -15,10 +14,11 @@ from tests.helpers import envelope, history, publish, registry
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import every, published, write_schedules
-from topology.envelope import utcnow
-from topology.history.runs import fold_runs
-from topology.schedules.timing import utc_text
-from worker.context import TaskContext
+from warren_cron.envelope import utcnow
+from warren_cron.history.runs import fold_runs
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

@@ -20,8 +20,8 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from tests.namespace import TestBroker
-from topology.broker.batch import Outgoing, encode
-from topology.broker.underlay import (
+from warren_cron.broker.batch import Outgoing, encode
+from warren_cron.broker.underlay import (
     RELIED_ON,
     RawChannel,
     Reliance,

@@ -7,14 +7,14 @@ import threading
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
-from topology.errors import PermanentError
-from topology.headers import rejections
-from worker.context import TaskContext
+from warren_cron.errors import PermanentError
+from warren_cron.headers import rejections
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
 

@@ -17,10 +17,10 @@ from pamqp import frame
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
-from topology.envelope import CONTENT_TYPE, Envelope
-from topology.names import Names
-from worker.acks import Acks
-from worker.delivery import Delivery
+from warren_cron.envelope import CONTENT_TYPE, Envelope
+from warren_cron.names import Names
+from warren_cron.worker.acks import Acks
+from warren_cron.worker.delivery import Delivery
 
 #: A time with no sub-second part: AMQP timestamps carry whole seconds.
 T0 = datetime(2026, 1, 31, 8, 0, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 from aiormq.exceptions import ChannelPreconditionFailed
 
-from topology.errors import TopologyError
-from topology.names import FAILED_KEY, FINAL_KEY, Names
-from topology.plan import RetryPlan
+from warren_cron.errors import TopologyError
+from warren_cron.names import FAILED_KEY, FINAL_KEY, Names
+from warren_cron.plan import RetryPlan
 
 QueueType = Literal["classic", "quorum"]
 

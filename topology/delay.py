@@ -34,10 +34,10 @@ from datetime import datetime
 import aio_pika
 from aio_pika.abc import AbstractChannel
 
-from topology.declare import QueueType, durable_queue, queue_arguments
-from topology.errors import PlanError
-from topology.names import DELAY_LEVELS, Names
-from topology.plan import RetryPlan
+from warren_cron.declare import QueueType, durable_queue, queue_arguments
+from warren_cron.errors import PlanError
+from warren_cron.names import DELAY_LEVELS, Names
+from warren_cron.plan import RetryPlan
 
 #: The longest delay the levels can hold, in seconds (about 8.5 years).
 MAX_DELAY_SECONDS = 2**DELAY_LEVELS - 1

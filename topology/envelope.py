@@ -9,9 +9,9 @@ from uuid import uuid4
 import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from topology.errors import MessageDecodeError, validation_problems
-from topology.headers import H_RUN_ID, H_SCHEDULE
-from topology.jsonvalue import DECODED, Json
+from warren_cron.errors import MessageDecodeError, validation_problems
+from warren_cron.headers import H_RUN_ID, H_SCHEDULE
+from warren_cron.jsonvalue import DECODED, Json
 
 CONTENT_TYPE = "application/json"
 

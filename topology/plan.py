@@ -10,9 +10,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from topology.durations import key_spelling, parse_ms
-from topology.errors import PlanError
-from topology.names import FINAL_KEY
+from warren_cron.durations import key_spelling, parse_ms
+from warren_cron.errors import PlanError
+from warren_cron.names import FINAL_KEY
 
 #: RabbitMQ limits a queue's x-message-ttl to 2^32 - 1 ms.
 MAX_DELAY_MS = 2**32 - 1

@@ -9,12 +9,12 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
 from aiormq.exceptions import ChannelNotFoundEntity, PublishError
 
-from topology.declare import PlanDeclarer, QueueType
-from topology.delay import DelayDeclarer, delay_key, seconds_until
-from topology.envelope import CONTENT_TYPE, Envelope, utcnow
-from topology.errors import BrokerError
-from topology.names import Names
-from topology.plan import RetryPlan
+from warren_cron.declare import PlanDeclarer, QueueType
+from warren_cron.delay import DelayDeclarer, delay_key, seconds_until
+from warren_cron.envelope import CONTENT_TYPE, Envelope, utcnow
+from warren_cron.errors import BrokerError
+from warren_cron.names import Names
+from warren_cron.plan import RetryPlan
 
 
 def task_message(envelope: Envelope, now: datetime | None = None) -> aio_pika.Message:

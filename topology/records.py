@@ -23,8 +23,8 @@ import orjson
 from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
-from topology.envelope import Envelope, utcnow
-from topology.headers import (
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.headers import (
     H_ATTEMPTS,
     H_ERROR,
     H_FAILED_AT,
@@ -40,8 +40,8 @@ from topology.headers import (
     text,
     x_death,
 )
-from topology.names import FINAL_KEY
-from topology.publish import task_message
+from warren_cron.names import FINAL_KEY
+from warren_cron.publish import task_message
 
 ERROR_CHARS = 1000
 #: Headers a failure record adds; a replay moves them into ``cron-history``.

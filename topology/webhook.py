@@ -25,8 +25,8 @@ from pydantic import (
 )
 from yarl import URL
 
-from topology.errors import PermanentError, validation_problems
-from topology.jsonvalue import DECODED, Json
+from warren_cron.errors import PermanentError, validation_problems
+from warren_cron.jsonvalue import DECODED, Json
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")

@@ -2,7 +2,7 @@
 
 Register a handler in a module listed in ``CRON_HANDLER_MODULES``::
 
-    from worker import PermanentError, TaskContext, task
+    from warren_cron.worker import PermanentError, TaskContext, task
 
     @task("send_report")
     async def send_report(payload: dict, ctx: TaskContext) -> None:
@@ -18,18 +18,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from topology.errors import MessageDecodeError, PermanentError, RetryableError, TaskError
-    from worker.context import TaskContext
-    from worker.registry import Registry, task
+    from warren_cron.errors import MessageDecodeError, PermanentError, RetryableError, TaskError
+    from warren_cron.worker.context import TaskContext
+    from warren_cron.worker.registry import Registry, task
 
 _HOMES = {
-    "MessageDecodeError": "topology.errors",
-    "PermanentError": "topology.errors",
-    "RetryableError": "topology.errors",
-    "TaskError": "topology.errors",
-    "TaskContext": "worker.context",
-    "Registry": "worker.registry",
-    "task": "worker.registry",
+    "MessageDecodeError": "warren_cron.errors",
+    "PermanentError": "warren_cron.errors",
+    "RetryableError": "warren_cron.errors",
+    "TaskError": "warren_cron.errors",
+    "TaskContext": "warren_cron.worker.context",
+    "Registry": "warren_cron.worker.registry",
+    "task": "warren_cron.worker.registry",
 }
 
 __all__ = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from topology.errors import HandlerImportError, SettingsError
-from topology.runtime.logs import configure_logging
-from topology.runtime.service import (
+from warren_cron.errors import HandlerImportError, SettingsError
+from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.service import (
     Checks,
     config_error,
     config_ok,
@@ -15,10 +15,10 @@ from topology.runtime.service import (
     run_process,
     run_service,
 )
-from topology.runtime.settings import load_settings
-from worker.consumer import Worker
-from worker.registry import import_handler_modules
-from worker.settings import WorkerSettings
+from warren_cron.runtime.settings import load_settings
+from warren_cron.worker.consumer import Worker
+from warren_cron.worker.registry import import_handler_modules
+from warren_cron.worker.settings import WorkerSettings
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -18,16 +18,16 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractExchange
 
-from topology.declare import PlanDeclarer
-from topology.envelope import Envelope
-from topology.errors import WarrenError
-from topology.headers import H_REDELIVERED, X_DEATH
-from topology.names import FINAL_KEY, Names
-from topology.plan import RetryPlan, is_retry_key, task_plan
-from topology.records import kept_properties, persistent_message
-from topology.schedules.load import schedule_plans
-from worker.delivery import Delivery
-from worker.settings import WorkerSettings
+from warren_cron.declare import PlanDeclarer
+from warren_cron.envelope import Envelope
+from warren_cron.errors import WarrenError
+from warren_cron.headers import H_REDELIVERED, X_DEATH
+from warren_cron.names import FINAL_KEY, Names
+from warren_cron.plan import RetryPlan, is_retry_key, task_plan
+from warren_cron.records import kept_properties, persistent_message
+from warren_cron.schedules.load import schedule_plans
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker")
 #: How long the copy may wait for its confirm; past it the original is left to the broker.

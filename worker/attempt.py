@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from topology.envelope import Envelope, utcnow
-from topology.errors import PermanentError, TaskError
-from worker.context import TaskContext
-from worker.registry import Registered, Registry
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.errors import PermanentError, TaskError
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.registry import Registered, Registry
 
 
 class Outcome(Enum):

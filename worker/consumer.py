@@ -14,29 +14,29 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 
-from topology.broker.connect import connect, publish_channel
-from topology.broker.underlay import underlay
-from topology.declare import declare_topology
-from topology.envelope import Envelope, utcnow
-from topology.errors import MessageDecodeError
-from topology.headers import H_REDELIVERED, attempt_number
-from topology.history.publisher import HistoryPublisher
-from topology.names import Names
-from worker.acks import Acks
-from worker.adopt import Adopter, needs_plan
-from worker.attempt import Outcome, Result, run_attempt
-from worker.context import TaskContext
-from worker.crashloop import UNMARKED, CrashGuard, Mark
-from worker.delivery import Delivery
-from worker.fate import Action, Settler, Verdict, decide
-from worker.handlers import LazyHttp, builtin_registry
-from worker.limits import body_too_large
-from worker.metrics import WorkerMetrics
-from worker.overlap import run_guarded
-from worker.registry import Registry
-from worker.report import Ended, Reporter
-from worker.settings import WorkerSettings
-from worker.subscription import Subscription
+from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.broker.underlay import underlay
+from warren_cron.declare import declare_topology
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.errors import MessageDecodeError
+from warren_cron.headers import H_REDELIVERED, attempt_number
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.names import Names
+from warren_cron.worker.acks import Acks
+from warren_cron.worker.adopt import Adopter, needs_plan
+from warren_cron.worker.attempt import Outcome, Result, run_attempt
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.fate import Action, Settler, Verdict, decide
+from warren_cron.worker.handlers import LazyHttp, builtin_registry
+from warren_cron.worker.limits import body_too_large
+from warren_cron.worker.metrics import WorkerMetrics
+from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.registry import Registry
+from warren_cron.worker.report import Ended, Reporter
+from warren_cron.worker.settings import WorkerSettings
+from warren_cron.worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
 #: While the main queue still holds ready messages, ``join`` looks again this often.

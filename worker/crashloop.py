@@ -43,14 +43,14 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 
-from topology.declare import queue_arguments
-from topology.errors import BROKER_TROUBLE
-from topology.names import Names
-from worker.attempt import Outcome, Result
-from worker.delivery import Delivery
-from worker.settings import WorkerSettings
+from warren_cron.declare import queue_arguments
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.names import Names
+from warren_cron.worker.attempt import Outcome, Result
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.settings import WorkerSettings
 
-log = structlog.get_logger("worker.crashloop")
+log = structlog.get_logger("warren_cron.worker.crashloop")
 #: Seconds any marker operation may take before the attempt goes on without it.
 MARKER_TIMEOUT_SECONDS = 5.0
 #: A marker queue unused this long is deleted by the broker.

@@ -12,7 +12,7 @@ from typing import Any
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from worker.acks import Acks
+from warren_cron.worker.acks import Acks
 
 
 class Delivery:

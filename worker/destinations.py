@@ -27,9 +27,9 @@ from typing import Any, Final
 
 import structlog
 
-from topology.errors import DestinationDenied
+from warren_cron.errors import DestinationDenied
 
-log = structlog.get_logger("worker.destinations")
+log = structlog.get_logger("warren_cron.worker.destinations")
 
 Address = IPv4Address | IPv6Address
 #: Link-local (cloud metadata at 169.254.169.254, IPv6 link-local) and EC2's IPv6 metadata.

@@ -22,14 +22,14 @@ from enum import Enum
 import structlog
 from aio_pika.abc import AbstractExchange
 
-from topology.envelope import utcnow
-from topology.names import FAILED_KEY, FINAL_KEY
-from topology.plan import RetryPlan, is_retry_key
-from topology.records import Failure, failure_record
-from worker.attempt import EXPIRED, Outcome, Result
-from worker.delivery import Delivery
+from warren_cron.envelope import utcnow
+from warren_cron.names import FAILED_KEY, FINAL_KEY
+from warren_cron.plan import RetryPlan, is_retry_key
+from warren_cron.records import Failure, failure_record
+from warren_cron.worker.attempt import EXPIRED, Outcome, Result
+from warren_cron.worker.delivery import Delivery
 
-log = structlog.get_logger("worker.fate")
+log = structlog.get_logger("warren_cron.worker.fate")
 #: How long a failure record may wait for its confirm before the message is NACKed instead.
 RECORD_TIMEOUT_SECONDS = 10.0
 

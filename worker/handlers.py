@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from worker.context import TaskContext
-from worker.destinations import warn_if_metadata_reachable
-from worker.registry import Registry, default_registry
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.destinations import warn_if_metadata_reachable
+from warren_cron.worker.registry import Registry, default_registry
 
 if TYPE_CHECKING:
     import aiohttp
 
-    from worker.http import HttpHandler
-    from worker.settings import WorkerSettings
+    from warren_cron.worker.http import HttpHandler
+    from warren_cron.worker.settings import WorkerSettings
 
 
 async def noop(payload: Any, ctx: TaskContext) -> None:
@@ -37,7 +37,7 @@ class LazyHttp:
         """Call the webhook the payload names (see ``worker.http``)."""
         if self._handler is None:
             # Deferred: a worker that never runs an http task starts without importing aiohttp.
-            from worker.http import HttpHandler, http_options, new_session
+            from warren_cron.worker.http import HttpHandler, http_options, new_session
 
             options = http_options(self._settings)
             self._session = new_session(options.policy)

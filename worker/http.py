@@ -21,16 +21,16 @@ import orjson
 import structlog
 from yarl import URL
 
-from topology.errors import PermanentError, RetryableError
-from topology.signing import SIGNATURE_HEADER, sign
-from topology.webhook import HttpRequest, SecretRef, parse_request
-from worker.context import TaskContext
-from worker.destinations import DestinationPolicy
-from worker.resolver import PolicyResolver
-from worker.secrets import SecretSources
-from worker.settings import WorkerSettings
+from warren_cron.errors import PermanentError, RetryableError
+from warren_cron.signing import SIGNATURE_HEADER, sign
+from warren_cron.webhook import HttpRequest, SecretRef, parse_request
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.destinations import DestinationPolicy
+from warren_cron.worker.resolver import PolicyResolver
+from warren_cron.worker.secrets import SecretSources
+from warren_cron.worker.settings import WorkerSettings
 
-log = structlog.get_logger("worker.http")
+log = structlog.get_logger("warren_cron.worker.http")
 RETRYABLE_STATUSES = frozenset({408, 429})
 EXCERPT_CHARS = 500
 #: A body up to this size is read to its end so that the connection can be reused; past it

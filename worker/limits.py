@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.attempt import Outcome, Result
+from warren_cron.worker.attempt import Outcome, Result
 
 
 def body_too_large(body: bytes, limit: int) -> Result | None:

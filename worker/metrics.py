@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from topology.envelope import utcnow
+from warren_cron.envelope import utcnow
 
 
 class WorkerMetrics:
@@ -19,7 +19,7 @@ class WorkerMetrics:
         self.enabled = enabled
         self._children: dict[tuple[str, str], Any] = {}
         if enabled:
-            from topology.runtime import metrics
+            from warren_cron.runtime import metrics
 
             self._m = metrics
 

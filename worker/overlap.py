@@ -24,13 +24,13 @@ import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aio_pika.exceptions import DeliveryError
 
-from topology.broker.exclusive import exists, plain_connection, try_exclusive
-from topology.envelope import Envelope
-from topology.errors import BROKER_TROUBLE
-from topology.names import Names
-from topology.runtime.settings import CronSettings
-from worker.attempt import Outcome, Result
-from worker.context import TaskContext
+from warren_cron.broker.exclusive import exists, plain_connection, try_exclusive
+from warren_cron.envelope import Envelope
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.worker.attempt import Outcome, Result
+from warren_cron.worker.context import TaskContext
 
 #: Pause between two tries to take a lock that a replaced run is giving up.
 RETRY_SECONDS = 0.1

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from topology.errors import HandlerImportError
-from worker.context import TaskContext
+from warren_cron.errors import HandlerImportError
+from warren_cron.worker.context import TaskContext
 
 Handler = Callable[[Any, TaskContext], object]
 F = TypeVar("F", bound=Handler)

@@ -11,13 +11,13 @@ from typing import Any
 
 import structlog
 
-from topology.envelope import Envelope
-from topology.headers import H_REPLAYS, H_SCHEDULE, number
-from topology.history.events import event, excerpt
-from topology.history.publisher import HistoryPublisher
-from worker.delivery import Delivery
-from worker.fate import Action, Verdict
-from worker.metrics import WorkerMetrics
+from warren_cron.envelope import Envelope
+from warren_cron.headers import H_REPLAYS, H_SCHEDULE, number
+from warren_cron.history.events import event, excerpt
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.fate import Action, Verdict
+from warren_cron.worker.metrics import WorkerMetrics
 
 log = structlog.get_logger("worker")
 _LEVELS = {

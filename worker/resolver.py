@@ -7,8 +7,8 @@ import socket
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from topology.errors import DestinationDenied
-from worker.destinations import Address, DestinationPolicy, literal_address
+from warren_cron.errors import DestinationDenied
+from warren_cron.worker.destinations import Address, DestinationPolicy, literal_address
 
 
 class PolicyResolver(AbstractResolver):

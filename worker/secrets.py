@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from topology.errors import SecretUnavailable
-from topology.webhook import SecretRef
+from warren_cron.errors import SecretUnavailable
+from warren_cron.webhook import SecretRef
 
 #: A secret larger than this is no header value: refuse rather than read a huge file.
 MAX_SECRET_BYTES = 65_536

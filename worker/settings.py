@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from topology.runtime.settings import CronSettings, ModuleList, split_list
-from worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
+from warren_cron.runtime.settings import CronSettings, ModuleList, split_list
+from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
 
 
 class WorkerSettings(CronSettings):

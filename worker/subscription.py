@@ -22,8 +22,8 @@ from aio_pika.abc import AbstractRobustChannel
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from topology.broker.underlay import RawChannel, consuming, underlay
-from worker.acks import Acks
+from warren_cron.broker.underlay import RawChannel, consuming, underlay
+from warren_cron.worker.acks import Acks
 
 log = structlog.get_logger("worker")
 #: Pause between two tries to consume again after the broker cancelled the consumer.

@@ -18,17 +18,17 @@ from pathlib import Path
 import aio_pika
 import orjson
 from aio_pika.abc import AbstractConnection
-from chaoslib.waits import until
 from pydantic import JsonValue
 
-from topology.broker.exclusive import plain_connection
-from topology.declare import declare_topology
-from topology.delay import delay_objects
-from topology.envelope import Envelope, utcnow
-from topology.names import FINAL_KEY, Names
-from topology.plan import RetryPlan
-from topology.publish import TaskPublisher
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.exclusive import plain_connection
+from warren_cron.declare import declare_topology
+from warren_cron.delay import delay_objects
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.names import FINAL_KEY, Names
+from warren_cron.plan import RetryPlan
+from warren_cron.publish import TaskPublisher
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.waits import until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -167,7 +167,7 @@ def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: 
     with log.open("wb") as out:
         started = time.time()
         process = subprocess.Popen(
-            [sys.executable, "-m", "worker"],
+            [sys.executable, "-m", "warren_cron.worker"],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
-from chaoslib.waits import until
 
 from benchlib.common import DEFAULTS, Bench, print_table, reap
 from benchlib.scheduling import schedules_text, start
 from benchlib.status import every_minute, fill, history
-from topology.declare import declare_topology
-from topology.failed.export import restored_message
-from topology.failed.select import RecordFilter
-from topology.failed.store import read_records
-from topology.schedules.timing import utc_text
+from warren_cron.declare import declare_topology
+from warren_cron.failed.export import restored_message
+from warren_cron.failed.select import RecordFilter
+from warren_cron.failed.store import read_records
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import until
 
 TARGET_SECONDS = 0.3
 PORT = 18_088
@@ -125,7 +125,7 @@ def dashboard(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str
     naive = [asyncio.run(read_whole_queue(bench)) for _ in range(args.rounds)]
     env = {"CRON_SCHEDULES_FILE": str(path), "CRON_DASHBOARD_PORT": str(PORT)}
     started = time.monotonic()
-    monitor = start(["-m", "worker.monitor"], bench, workdir / "dashboard-monitor.log", **env)
+    monitor = start(["-m", "warren_cron.monitor"], bench, workdir / "dashboard-monitor.log", **env)
     base = f"http://127.0.0.1:{PORT}/"
     try:
         until(lambda: indexed(base, args.records), 600, interval=0.5)

@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from benchlib.common import Bench, print_table
-from topology.client import Client
-from topology.runtime.settings import CronSettings
+from warren_cron.client import Client
+from warren_cron.runtime.settings import CronSettings
 
 #: Held an hour: long enough that nothing reaches the main queue while the bench runs.
 DELAY_SECONDS = 3600

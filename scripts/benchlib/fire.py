@@ -23,7 +23,6 @@ from typing import Any
 
 import aio_pika
 import orjson
-from chaoslib.waits import until
 
 from benchlib.common import (
     Bench,
@@ -45,6 +44,7 @@ from benchlib.scheduling import (
     start_scheduler,
     toml_time,
 )
+from warren_cron.testing.waits import until
 
 #: Cron schedules of the burst use this many distinct expressions.
 CRON_VARIETY = 59

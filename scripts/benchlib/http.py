@@ -39,7 +39,7 @@ from benchlib.common import (
     run_baseline,
     run_ours,
 )
-from topology.plan import RetryPlan
+from warren_cron.plan import RetryPlan
 
 PLAN = RetryPlan((1000,))
 JSON = {"Content-Type": "application/json"}

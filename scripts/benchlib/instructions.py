@@ -20,8 +20,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from chaoslib.waits import until
-
 from benchlib.common import (
     ROOT,
     SEARCH_PATH,
@@ -32,6 +30,7 @@ from benchlib.common import (
     worker_env,
 )
 from benchlib.http import PLAN, endpoint, payload
+from warren_cron.testing.waits import until
 
 CALLGRIND = ["valgrind", "--tool=callgrind"]
 
@@ -47,7 +46,7 @@ def total_instructions(out: Path) -> int:
 def ours(bench: Bench, tasks: int, workdir: Path) -> int:
     """``python -m worker`` under callgrind until ``tasks`` attempts, then SIGTERM."""
     out, log = workdir / f"cg-ours-{tasks}.out", workdir / f"cg-ours-{tasks}.log"
-    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, "-m", "worker"]
+    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, "-m", "warren_cron.worker"]
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=sink, stderr=subprocess.DEVNULL, env=worker_env(bench, 100)

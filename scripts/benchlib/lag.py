@@ -23,7 +23,6 @@ from typing import Any
 
 import aio_pika
 import orjson
-from chaoslib.waits import until
 
 from benchlib.common import Bench, LineCounter, log_time, print_table, reap
 from benchlib.scheduling import (
@@ -37,7 +36,8 @@ from benchlib.scheduling import (
     start_scheduler,
     start_worker,
 )
-from topology.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.testing.waits import until
 
 #: Fires of the first seconds are left out: the processes are still warming up.
 WARMUP_SECONDS = 3.0

@@ -23,10 +23,10 @@ import aio_pika
 
 from benchlib.common import DEFAULTS, ROOT, SEARCH_PATH, Bench, Run, cron_env, print_table
 from benchlib.scheduling import PLAN, PLAN_ENV
-from topology.declare import declare_topology
-from topology.envelope import Envelope, utcnow
-from topology.names import FAILED_KEY, Names
-from topology.records import Failure, envelope_record
+from warren_cron.declare import declare_topology
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.names import FAILED_KEY, Names
+from warren_cron.records import Failure, envelope_record
 
 
 async def fill_failed(bench: Bench, count: int) -> None:

@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.private_cluster import PrivateCluster
-from chaoslib.waits import until
 from pydantic import JsonValue
 
 from benchlib.common import (
@@ -37,8 +34,11 @@ from benchlib.common import (
     worker_env,
 )
 from benchlib.http import endpoint
-from topology.plan import RetryPlan
-from topology.runtime.settings import CronSettings
+from warren_cron.plan import RetryPlan
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.testing.waits import until
 
 QUORUM = CronSettings.model_construct(queue_type="quorum")
 PLAN = RetryPlan((1000,))
@@ -69,7 +69,7 @@ def run_workers(bench: Bench, procs: int, tasks: int, workdir: Path) -> float:
         with log.open("wb") as out:
             started.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "worker"],
+                    [sys.executable, "-m", "warren_cron.worker"],
                     cwd=ROOT,
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -10,11 +10,11 @@ from typing import Any
 
 import aio_pika
 import orjson
-from chaoslib.waits import until
 
 from benchlib.common import DEFAULTS, ROOT, Bench, LineCounter, cron_env, reap
-from topology.declare import declare_topology
-from topology.plan import RetryPlan
+from warren_cron.declare import declare_topology
+from warren_cron.plan import RetryPlan
+from warren_cron.testing.waits import until
 
 #: Every benchmark schedule uses this one-step plan, so one retry queue is declared.
 PLAN_ENV = {"CRON_MAX_RETRIES": "1", "CRON_RETRY_DELAY_MS": "1000"}
@@ -67,7 +67,7 @@ def start_scheduler(
     bench: Bench, schedules: Path, log: Path, timeout: float
 ) -> subprocess.Popen[bytes]:
     """Start the scheduler; returns the process once it leads."""
-    process = start(["-m", "scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
+    process = start(["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
     try:
         leading = LineCounter(log, LEADING)
         until(lambda: leading() > 0 or process.poll() is not None, timeout)
@@ -81,7 +81,7 @@ def start_scheduler(
 
 def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[bytes]:
     """Start ``python -m worker`` (``noop`` is built in); returns once it consumes."""
-    process = start(["-m", "worker"], bench, log, CRON_PREFETCH=str(prefetch))
+    process = start(["-m", "warren_cron.worker"], bench, log, CRON_PREFETCH=str(prefetch))
     until(lambda: LineCounter(log, WORKER_STARTED)() > 0, 60)
     return process
 

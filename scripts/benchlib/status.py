@@ -26,14 +26,14 @@ from typing import Any
 
 import aio_pika
 import orjson
-from chaoslib.waits import until
 
 from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table, reap
 from benchlib.scheduling import schedules_text, start
-from topology.history.events import encode, event
-from topology.history.snapshot import read_fold
-from topology.history.stream import declare_history
-from topology.schedules.timing import utc_text
+from warren_cron.history.events import encode, event
+from warren_cron.history.snapshot import read_fold
+from warren_cron.history.stream import declare_history
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.waits import until
 
 TARGET_SECONDS = 3.0
 #: Events per stream message, as ``HistoryPublisher`` sends them.
@@ -122,7 +122,7 @@ async def folded_to(bench: Bench) -> int:
 def monitor_fold(bench: Bench, env: dict[str, str], last: int, workdir: Path) -> Run:
     """Start the monitor, wait until its stored fold covers offset ``last``, stop it."""
     started = time.monotonic()
-    process = start(["-m", "worker.monitor"], bench, workdir / "status-monitor.log", **env)
+    process = start(["-m", "warren_cron.monitor"], bench, workdir / "status-monitor.log", **env)
     until(lambda: asyncio.run(folded_to(bench)) >= last, 1800, interval=0.5)
     seconds = time.monotonic() - started
     cpu, rss = reap(process)

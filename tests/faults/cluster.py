@@ -3,16 +3,15 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 
 from __future__ import annotations
 
-from chaoslib.ledger import Fate
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.private_cluster import PrivateCluster
-from chaoslib.processes import Proc
-from chaoslib.waits import NeverHappened, eventually
-from chaoslib.workload import ledger_envelope, workload
-
 from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import LEADING
-from topology.envelope import Envelope
+from warren_cron.envelope import Envelope
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.testing.processes import Proc
+from warren_cron.testing.waits import NeverHappened, eventually
+from warren_cron.testing.workload import ledger_envelope, workload
 
 #: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
 #: timeout, 4 s, is raised for them while the test runs).

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoslib.install import available as private_broker_available
-from chaoslib.ledger import Ledger
-from chaoslib.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
-from chaoslib.private_cluster import PrivateCluster
-from chaoslib.processes import Procs, base_env
 
 from tests.conftest import Node
 from tests.faults.harness import FaultScenario
 from tests.inprocess import InProcessWorkers
 from tests.namespace import TestBroker
+from warren_cron.testing.install import available as private_broker_available
+from warren_cron.testing.ledger import Ledger
+from warren_cron.testing.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
+from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.testing.processes import Procs, base_env
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import random
 
 import aio_pika
 import pytest
-from chaoslib.workload import workload
 
 from tests.faults.harness import FaultScenario
+from warren_cron.testing.workload import workload
 
 pytestmark = pytest.mark.faults
 

@@ -8,12 +8,12 @@ from typing import Any
 import aio_pika
 import orjson
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
 from tests.webhook import Endpoint, serve
-from topology.envelope import utcnow
+from warren_cron.envelope import utcnow
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

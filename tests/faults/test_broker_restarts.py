@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.waits import eventually
-from chaoslib.workload import misplaced, workload
 
 from tests.faults.harness import FaultScenario
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.waits import eventually
+from warren_cron.testing.workload import misplaced, workload
 
 pytestmark = pytest.mark.faults
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from chaoslib.driver import FAULTS, Chaos, ChaosConfig
-from chaoslib.processes import ROOT
 
 from tests.faults.harness import FaultScenario
-from topology.plan import RetryPlan
+from warren_cron.plan import RetryPlan
+from warren_cron.testing.driver import FAULTS, Chaos, ChaosConfig
+from warren_cron.testing.processes import ROOT
 
 
 @pytest.mark.faults

@@ -12,14 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from chaoslib.install import release
-from chaoslib.ledger import Fate, Ledger
-from chaoslib.private_broker import NET_TICKTIME_SECONDS
-from chaoslib.private_cluster import PrivateCluster
-from chaoslib.processes import Procs, base_env
-from chaoslib.scenario import StillInFlight
-from chaoslib.waits import eventually
-from chaoslib.workload import workload
 
 from tests.faults.cluster import (
     LONG_ATTEMPTS,
@@ -39,8 +31,16 @@ from tests.faults.test_scheduler_faults import (
     spawn_scheduler,
 )
 from tests.namespace import TestBroker, namespace_for
-from topology.broker.connect import connect
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.connect import connect
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.install import release
+from warren_cron.testing.ledger import Fate, Ledger
+from warren_cron.testing.private_broker import NET_TICKTIME_SECONDS
+from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.testing.processes import Procs, base_env
+from warren_cron.testing.scenario import StillInFlight
+from warren_cron.testing.waits import eventually
+from warren_cron.testing.workload import workload
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.processes import Proc
-from chaoslib.waits import eventually
-from chaoslib.workload import ledger_envelope, workload
 
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.processes import Proc
+from warren_cron.testing.waits import eventually
+from warren_cron.testing.workload import ledger_envelope, workload
 
 pytestmark = pytest.mark.faults
 

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.ledger_handlers import LedgerHandler
-from chaoslib.waits import eventually
-from chaoslib.worker_tasks import TASK
-from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
-from worker.registry import Registry
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.ledger_handlers import LedgerHandler
+from warren_cron.testing.waits import eventually
+from warren_cron.testing.worker_tasks import TASK
+from warren_cron.testing.workload import ledger_envelope
+from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.faults
 
@@ -44,7 +44,7 @@ async def test_under_a_memory_alarm_consumers_keep_acking_and_publishers_recover
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Successes are acked during the alarm, failures dead-lettered, publishers resume."""
-    monkeypatch.setattr("worker.fate.RECORD_TIMEOUT_SECONDS", 1.0)
+    monkeypatch.setattr("warren_cron.worker.fate.RECORD_TIMEOUT_SECONDS", 1.0)
     await scenario.prepare()
     ok = [ledger_envelope("ok") for _ in range(20)]
     failing = [ledger_envelope("permanent", permanent=True) for _ in range(3)]

@@ -6,19 +6,19 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.processes import Proc
-from chaoslib.waits import eventually
-from chaoslib.workload import ledger_envelope
 
 from tests.conftest import plan
 from tests.failed_records import ids_in, put_failed
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario
 from tests.namespace import TestBroker
-from topology.failed.replay import WINDOW, Replayer, ReplayOptions
-from topology.failed.select import RecordFilter
-from topology.runtime.settings import CronSettings
+from warren_cron.failed.replay import WINDOW, Replayer, ReplayOptions
+from warren_cron.failed.select import RecordFilter
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.processes import Proc
+from warren_cron.testing.waits import eventually
+from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 
@@ -38,7 +38,7 @@ async def test_the_monitor_reports_failures_after_lost_connections_and_a_frozen_
     await scenario.prepare()
     await scenario.worker()
     monitor = await scenario.procs.spawn(
-        ["-m", "worker.monitor"], '"monitor started"', **scenario.worker_env()
+        ["-m", "warren_cron.monitor"], '"monitor started"', **scenario.worker_env()
     ).ready()
     await fail_one(scenario, monitor, 1)
     await asyncio.to_thread(scenario.node.ctl, "close_all_connections", "fault test")

@@ -7,8 +7,9 @@ from typing import Any
 
 import orjson
 import pytest
-from chaoslib.private_broker import PrivateBroker
-from chaoslib.processes import Proc, Procs
+
+from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.processes import Proc, Procs
 
 pytestmark = pytest.mark.faults
 

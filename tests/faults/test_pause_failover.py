@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoslib.waits import eventually
 
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import Process, Spawner, env_for, every, fire_times, write_schedules
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -37,9 +37,9 @@ async def test_a_paused_schedule_stays_paused_after_the_leader_is_killed(
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("tick", "1s") + every("tock", "1s"))
     env = env_for(broker, CRON_SCHEDULES_FILE=str(path), CRON_LEADER_RETRY_SECONDS="0.2")
-    leader = await spawn(["-m", "scheduler"], env)
+    leader = await spawn(["-m", "warren_cron.scheduler"], env)
     await leader.wait_event("leading")
-    standby = await spawn(["-m", "scheduler"], env)
+    standby = await spawn(["-m", "warren_cron.scheduler"], env)
     await standby.wait_event("standing by: another scheduler leads")
     await schedules_script(broker, path, "pause", "tick", "--reason", "failover test")
     [paused] = await wait_events(broker, type="paused")

@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from chaoslib.ledger import Report
-from chaoslib.processes import Proc
-from chaoslib.waits import eventually
 
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario, Judged
-from topology.schedules.timing import utc_text
+from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.ledger import Report
+from warren_cron.testing.processes import Proc
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.faults
 
@@ -38,7 +38,7 @@ STANDING_BY = '"standing by: another scheduler leads"'
 def spawn_scheduler(scenario: Judged, path: Path, ready: str = LEADING, **extra: str) -> Proc:
     """A ``python -m scheduler`` on the scenario's namespace with quick failover."""
     return scenario.procs.spawn(
-        ["-m", "scheduler"],
+        ["-m", "warren_cron.scheduler"],
         ready,
         **scenario.worker_env(),
         CRON_SCHEDULES_FILE=str(path),

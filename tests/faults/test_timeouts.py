@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

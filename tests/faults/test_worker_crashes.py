@@ -7,15 +7,15 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 import pytest
-from chaoslib.ledger import Fate
-from chaoslib.private_broker import holding
-from chaoslib.processes import Proc
-from chaoslib.waits import NeverHappened, eventually
-from chaoslib.workload import ledger_envelope
 
 from tests.faults.harness import FaultScenario
-from topology.headers import x_death
-from topology.plan import RetryPlan
+from warren_cron.headers import x_death
+from warren_cron.plan import RetryPlan
+from warren_cron.testing.ledger import Fate
+from warren_cron.testing.private_broker import holding
+from warren_cron.testing.processes import Proc
+from warren_cron.testing.waits import NeverHappened, eventually
+from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

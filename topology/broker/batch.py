@@ -21,8 +21,8 @@ from typing import Any
 
 from aio_pika.abc import AbstractChannel
 
-from topology.broker.underlay import Confirms, max_body, underlay, write_confirmed
-from topology.envelope import CONTENT_TYPE
+from warren_cron.broker.underlay import Confirms, max_body, underlay, write_confirmed
+from warren_cron.envelope import CONTENT_TYPE
 
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY = 1, 2, 3
 _FRAME_END = b"\xce"

@@ -27,9 +27,9 @@ from aio_pika.abc import (
 )
 from yarl import URL
 
-from topology.broker.outage import watch_outages
-from topology.errors import CONNECTION_ERRORS, BrokerUnavailable
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.outage import watch_outages
+from warren_cron.errors import CONNECTION_ERRORS, BrokerUnavailable
+from warren_cron.runtime.settings import CronSettings
 
 C = TypeVar("C", bound=AbstractConnection)
 

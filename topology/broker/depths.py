@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from aio_pika.abc import AbstractConnection
 
-from topology.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
-from topology.declare import QueueType
-from topology.headers import H_ROUTING_KEY, text
-from topology.names import DELAY_LEVELS, FINAL_KEY, Names
+from warren_cron.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from warren_cron.declare import QueueType
+from warren_cron.headers import H_ROUTING_KEY, text
+from warren_cron.names import DELAY_LEVELS, FINAL_KEY, Names
 
 #: Failed records read to find the retry queues of older plans.
 SCAN_LIMIT = 5000

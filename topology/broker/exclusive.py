@@ -13,9 +13,9 @@ import aio_pika
 from aio_pika.abc import AbstractConnection, AbstractQueue
 from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
 
-from topology.broker.connect import first_answering
-from topology.declare import queue_arguments
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.connect import first_answering
+from warren_cron.declare import queue_arguments
+from warren_cron.runtime.settings import CronSettings
 
 
 async def plain_connection(settings: CronSettings, name: str, heartbeat: int) -> AbstractConnection:

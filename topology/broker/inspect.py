@@ -19,10 +19,10 @@ import orjson
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aiormq.exceptions import ChannelNotFoundEntity
 
-from topology.errors import PlanError
-from topology.headers import H_FAILED_AT, H_X_DEATH, as_utc, jsonable, text, x_death
-from topology.names import Names
-from topology.plan import RetryPlan
+from warren_cron.errors import PlanError
+from warren_cron.headers import H_FAILED_AT, H_X_DEATH, as_utc, jsonable, text, x_death
+from warren_cron.names import Names
+from warren_cron.plan import RetryPlan
 
 T = TypeVar("T")
 #: How long one ``basic.get`` may take before the broker is taken for gone.

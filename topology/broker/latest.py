@@ -12,8 +12,8 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
-from topology.envelope import CONTENT_TYPE
-from topology.errors import TopologyError
+from warren_cron.envelope import CONTENT_TYPE
+from warren_cron.errors import TopologyError
 
 
 class LatestMessage:

@@ -2,18 +2,18 @@
 
 ::
 
-    from topology.client import SyncClient
+    from warren_cron.client import SyncClient
 
     with SyncClient() as client:
         done = client.enqueue("http", {"url": "https://example.com/hook"}, delay=90, ttl=3600)
         print(done.run_id)
 """
 
-from topology.client.client import Client
-from topology.client.options import Enqueued, EnqueueOptions
-from topology.client.sync import SyncClient
-from topology.errors import BrokerUnavailable, EnqueueError, PlanError
-from topology.plan import RetryPlan
+from warren_cron.client.client import Client
+from warren_cron.client.options import Enqueued, EnqueueOptions
+from warren_cron.client.sync import SyncClient
+from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
+from warren_cron.plan import RetryPlan
 
 __all__ = [
     "BrokerUnavailable",

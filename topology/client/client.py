@@ -8,15 +8,15 @@ from typing import Any, Unpack
 
 from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 
-from topology.broker.connect import connect, publish_channel
-from topology.client.keys import KeyClaims
-from topology.client.options import Enqueued, EnqueueOptions, one_off, plan_of
-from topology.declare import declare_topology
-from topology.envelope import Envelope, utcnow
-from topology.names import Names
-from topology.plan import RetryPlan
-from topology.publish import TaskPublisher
-from topology.runtime.settings import CronSettings, load_settings
+from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.client.keys import KeyClaims
+from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
+from warren_cron.declare import declare_topology
+from warren_cron.envelope import Envelope, utcnow
+from warren_cron.names import Names
+from warren_cron.plan import RetryPlan
+from warren_cron.publish import TaskPublisher
+from warren_cron.runtime.settings import CronSettings, load_settings
 
 
 class Client:

@@ -27,8 +27,8 @@ import aio_pika
 from aio_pika.abc import AbstractChannel
 from aiormq.exceptions import DeliveryError
 
-from topology.declare import durable_queue, queue_arguments
-from topology.names import Names
+from warren_cron.declare import durable_queue, queue_arguments
+from warren_cron.names import Names
 
 #: How long a key is remembered after its last use, in milliseconds (one week).
 KEY_RETENTION_MS = 7 * 24 * 3600 * 1000

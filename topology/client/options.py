@@ -8,10 +8,10 @@ from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
-from topology.delay import MAX_DELAY_SECONDS, seconds_until
-from topology.envelope import Envelope, one_off_run_id
-from topology.errors import EnqueueError, validation_problems
-from topology.plan import RetryPlan
+from warren_cron.delay import MAX_DELAY_SECONDS, seconds_until
+from warren_cron.envelope import Envelope, one_off_run_id
+from warren_cron.errors import EnqueueError, validation_problems
+from warren_cron.plan import RetryPlan
 
 #: Longest idempotency key: it becomes part of the run id, which the envelope caps at 500.
 MAX_KEY_LENGTH = 200

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar, Unpack
 
-from topology.client.client import Client
-from topology.client.options import Enqueued, EnqueueOptions
-from topology.runtime.settings import CronSettings
+from warren_cron.client.client import Client
+from warren_cron.client.options import Enqueued, EnqueueOptions
+from warren_cron.runtime.settings import CronSettings
 
 T = TypeVar("T")
 

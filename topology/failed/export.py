@@ -12,7 +12,7 @@ from typing import Any
 
 import aio_pika
 
-from topology.headers import (
+from warren_cron.headers import (
     H_ATTEMPTS,
     H_ERROR,
     H_FAILED_AT,
@@ -22,7 +22,7 @@ from topology.headers import (
     as_utc,
     jsonable,
 )
-from topology.records import FailedRecord, persistent_message
+from warren_cron.records import FailedRecord, persistent_message
 
 
 def exported(record: FailedRecord) -> dict[str, Any]:

@@ -31,27 +31,27 @@ import structlog
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractRobustConnection
 from aiormq.exceptions import DeliveryError
 
-from topology.broker.connect import connect, publish_channel
-from topology.broker.inspect import fingerprint, holding
-from topology.declare import PlanDeclarer, declare_topology
-from topology.envelope import utcnow
-from topology.errors import BROKER_TROUBLE, BrokerUnavailable
-from topology.failed.select import RecordFilter
-from topology.failed.tally import Progress, Tally
-from topology.failed.window import Window
-from topology.headers import H_HISTORY, H_REPLAYS, H_RUN_ID
-from topology.history.events import record_event
-from topology.history.publisher import HistoryPublisher, publishing
-from topology.names import Names
-from topology.plan import RetryPlan
-from topology.records import (
+from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.broker.inspect import fingerprint, holding
+from warren_cron.declare import PlanDeclarer, declare_topology
+from warren_cron.envelope import utcnow
+from warren_cron.errors import BROKER_TROUBLE, BrokerUnavailable
+from warren_cron.failed.select import RecordFilter
+from warren_cron.failed.tally import Progress, Tally
+from warren_cron.failed.window import Window
+from warren_cron.headers import H_HISTORY, H_REPLAYS, H_RUN_ID
+from warren_cron.history.events import record_event
+from warren_cron.history.publisher import HistoryPublisher, publishing
+from warren_cron.names import Names
+from warren_cron.plan import RetryPlan
+from warren_cron.records import (
     ERROR_CHARS,
     RECORD_HEADERS,
     FailedRecord,
     persistent_message,
     read_record,
 )
-from topology.runtime.settings import CronSettings
+from warren_cron.runtime.settings import CronSettings
 
 log = structlog.get_logger("replay")
 #: Failures kept in ``cron-history``: AMQP headers must fit in one frame.

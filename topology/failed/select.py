@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
-from topology.durations import parse_ms
-from topology.headers import as_utc
-from topology.records import FailedRecord
+from warren_cron.durations import parse_ms
+from warren_cron.headers import as_utc
+from warren_cron.records import FailedRecord
 
 _AGE_UNITS = ("s", "m", "h", "d")
 

@@ -12,16 +12,16 @@ from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractRobustConnection
 
-from topology.broker.connect import publish_channel
-from topology.broker.inspect import holding
-from topology.failed.export import restored_message
-from topology.failed.select import RecordFilter
-from topology.failed.tally import Progress, Tally
-from topology.history.events import record_event
-from topology.history.publisher import publishing
-from topology.names import Names
-from topology.records import FailedRecord, read_record
-from topology.runtime.settings import CronSettings
+from warren_cron.broker.connect import publish_channel
+from warren_cron.broker.inspect import holding
+from warren_cron.failed.export import restored_message
+from warren_cron.failed.select import RecordFilter
+from warren_cron.failed.tally import Progress, Tally
+from warren_cron.history.events import record_event
+from warren_cron.history.publisher import publishing
+from warren_cron.names import Names
+from warren_cron.records import FailedRecord, read_record
+from warren_cron.runtime.settings import CronSettings
 
 Exporter = Callable[[list[FailedRecord]], None]
 #: Told of each record once it is gone from the failed queue.

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from topology.clock import now_text
-from topology.runtime.settings import redact_urls
-from topology.schedules.timing import utc_text
+from warren_cron.clock import now_text
+from warren_cron.runtime.settings import redact_urls
+from warren_cron.schedules.timing import utc_text
 
 if TYPE_CHECKING:
-    from topology.records import FailedRecord
-    from topology.schedules.schedule import Schedule
+    from warren_cron.records import FailedRecord
+    from warren_cron.schedules.schedule import Schedule
 
 SCHEMA = 1
 EventType = Literal[

@@ -13,8 +13,8 @@ from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue, ConsumerTag
 
-from topology.history.events import Event, decode
-from topology.history.reader import last_offset, stream_offset
+from warren_cron.history.events import Event, decode
+from warren_cron.history.reader import last_offset, stream_offset
 
 #: Messages held at once: a message holds up to 500 events, and a follower catching up on a
 #: day of them should not hold hundreds of megabytes.

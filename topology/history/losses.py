@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from topology.clock import now_text
-from topology.history.events import event
+from warren_cron.clock import now_text
+from warren_cron.history.events import event
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,12 @@ import orjson
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from topology.broker.batch import Outgoing, publish_batch
-from topology.broker.connect import publish_channel
-from topology.history.events import join
-from topology.history.losses import Losses, Report
-from topology.history.stream import HistorySettings, declare_history
-from topology.names import Names
+from warren_cron.broker.batch import Outgoing, publish_batch
+from warren_cron.broker.connect import publish_channel
+from warren_cron.history.events import join
+from warren_cron.history.losses import Losses, Report
+from warren_cron.history.stream import HistorySettings, declare_history
+from warren_cron.names import Names
 
 log = structlog.get_logger("history")
 CHUNK = 500
@@ -65,7 +65,7 @@ class HistoryPublisher:
         self._sent_metric: Any = None
         if metrics:
             # Imported only when served: prometheus-client adds a tenth of a second to start-up.
-            from topology.runtime.metrics import HISTORY_DROPPED, HISTORY_EVENTS
+            from warren_cron.runtime.metrics import HISTORY_DROPPED, HISTORY_EVENTS
 
             self._dropped_metric = HISTORY_DROPPED.labels(process=process)
             self._sent_metric = HISTORY_EVENTS.labels(process=process)

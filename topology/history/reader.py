@@ -21,7 +21,7 @@ from datetime import datetime
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from topology.history.events import Event, decode
+from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
 Start = str | int | datetime

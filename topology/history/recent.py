@@ -27,10 +27,10 @@ from datetime import UTC, datetime, timedelta
 
 from aio_pika.abc import AbstractConnection
 
-from topology.envelope import utcnow
-from topology.history.events import decode, last_time, mention
-from topology.history.reader import Start, read_messages, read_stream
-from topology.history.runs import SETTLED, Run, fold_runs, run_time
+from warren_cron.envelope import utcnow
+from warren_cron.history.events import decode, last_time, mention
+from warren_cron.history.reader import Start, read_messages, read_stream
+from warren_cron.history.runs import SETTLED, Run, fold_runs, run_time
 
 FIRST_WINDOW = timedelta(minutes=5)
 GROWTH = 4

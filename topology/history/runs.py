@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from topology.history.events import Event
-from topology.schedules.timing import utc_text
+from warren_cron.history.events import Event
+from warren_cron.schedules.timing import utc_text
 
 RUNNING = "running"
 #: Every outcome a run can have, for filters (``history.py --outcome``).

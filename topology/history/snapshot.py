@@ -11,12 +11,12 @@ from __future__ import annotations
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from topology.broker.inspect import counts, peek
-from topology.broker.latest import LatestMessage
-from topology.declare import UNLIMITED_DELIVERIES, QueueType, queue_arguments
-from topology.history.reader import read_stream
-from topology.history.status import StatusFold
-from topology.names import Names
+from warren_cron.broker.inspect import counts, peek
+from warren_cron.broker.latest import LatestMessage
+from warren_cron.declare import UNLIMITED_DELIVERIES, QueueType, queue_arguments
+from warren_cron.history.reader import read_stream
+from warren_cron.history.status import StatusFold
+from warren_cron.names import Names
 
 log = structlog.get_logger("history")
 CONFLICT_HINT = (

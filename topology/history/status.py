@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from topology.history.events import Event
-from topology.history.runs import Run
-from topology.schedules.timing import utc_text
+from warren_cron.history.events import Event
+from warren_cron.history.runs import Run
+from warren_cron.schedules.timing import utc_text
 
 #: Version of the stored fold: a reader of another version starts afresh.
 FORMAT = 1

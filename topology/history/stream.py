@@ -14,7 +14,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import ChannelPreconditionFailed
 
-from topology.names import Names
+from warren_cron.names import Names
 
 log = structlog.get_logger("history")
 #: Retention drops whole segments: small ones keep the stream near its limits.

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from topology.durations import for_people
-from topology.history.events import Event
-from topology.history.runs import Run
+from warren_cron.durations import for_people
+from warren_cron.history.events import Event
+from warren_cron.history.runs import Run
 
 #: Events after which the next attempt's wait is counted: an attempt's end, a fire, a replay.
 _WAIT_FROM = frozenset({"attempt", "fired", "triggered", "replayed"})

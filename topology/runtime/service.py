@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from topology.errors import BrokerUnavailable, TopologyError
+from warren_cron.errors import BrokerUnavailable, TopologyError
 
 if TYPE_CHECKING:  # the server module loads only with the metrics it serves
     from wsgiref.simple_server import WSGIServer
@@ -67,7 +67,7 @@ def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
     """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
     if port == 0:
         return None
-    from topology.runtime.metrics import Health, serve_metrics
+    from warren_cron.runtime.metrics import Health, serve_metrics
 
     health = Health()
     for name, check in checks.items():

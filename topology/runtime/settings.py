@@ -14,9 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AmqpDsn, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from topology.durations import parse_ms
-from topology.errors import Loc, SettingsError, validation_problems
-from topology.plan import MAX_DELAY_MS, RetryPlan
+from warren_cron.durations import parse_ms
+from warren_cron.errors import Loc, SettingsError, validation_problems
+from warren_cron.plan import MAX_DELAY_MS, RetryPlan
 
 ENV_PREFIX = "CRON_"
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")

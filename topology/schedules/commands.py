@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from aio_pika.abc import AbstractConnection
 
-from topology.broker.connect import publish_channel
-from topology.declare import declare_topology
-from topology.envelope import utcnow
-from topology.history.events import event, fire_event
-from topology.history.publisher import HistoryPublisher
-from topology.names import Names
-from topology.publish import TaskPublisher
-from topology.runtime.settings import CronSettings
-from topology.schedules.control import Pause, read_pauses, send_command
-from topology.schedules.schedule import Schedule
-from topology.schedules.timing import utc_text
+from warren_cron.broker.connect import publish_channel
+from warren_cron.declare import declare_topology
+from warren_cron.envelope import utcnow
+from warren_cron.history.events import event, fire_event
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.names import Names
+from warren_cron.publish import TaskPublisher
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.control import Pause, read_pauses, send_command
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import utc_text
 
 
 async def trigger(

@@ -16,11 +16,11 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractConnection
 
-from topology.envelope import CONTENT_TYPE
-from topology.history.events import Event, encode
-from topology.history.reader import read_stream
-from topology.history.stream import declare_control
-from topology.names import Names
+from warren_cron.envelope import CONTENT_TYPE
+from warren_cron.history.events import Event, encode
+from warren_cron.history.reader import read_stream
+from warren_cron.history.stream import declare_control
+from warren_cron.names import Names
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,11 +31,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from topology.errors import Loc, PlanError, ScheduleError, validation_problems
-from topology.plan import RetryPlan
-from topology.runtime.settings import CronSettings
-from topology.schedules.schedule import Schedule, build_schedule
-from topology.schedules.spec import RetrySpec, ScheduleSpec
+from warren_cron.errors import Loc, PlanError, ScheduleError, validation_problems
+from warren_cron.plan import RetryPlan
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.schedule import Schedule, build_schedule
+from warren_cron.schedules.spec import RetrySpec, ScheduleSpec
 
 _JSON_TAGS = frozenset({"dict", "list", "str", "int", "float", "bool"})
 

@@ -8,11 +8,11 @@ from functools import lru_cache
 
 import orjson
 
-from topology.envelope import Envelope
-from topology.plan import RetryPlan
-from topology.runtime.settings import CronSettings
-from topology.schedules.spec import ScheduleSpec
-from topology.schedules.timing import (
+from warren_cron.envelope import Envelope
+from warren_cron.plan import RetryPlan
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.schedules.timing import (
     EPOCH,
     IntervalTiming,
     Timing,

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from topology.history.status import ScheduleState, StatusFold
-from topology.schedules.control import Pause
-from topology.schedules.load import ScheduleSet
-from topology.schedules.schedule import Schedule
-from topology.schedules.timing import utc_text
+from warren_cron.history.status import ScheduleState, StatusFold
+from warren_cron.schedules.control import Pause
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import utc_text
 
 
 @dataclass(frozen=True, slots=True)

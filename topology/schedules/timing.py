@@ -24,8 +24,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-from topology.durations import for_people, parse_ms
-from topology.errors import TimingError
+from warren_cron.durations import for_people, parse_ms
+from warren_cron.errors import TimingError
 
 #: Anchor of intervals without ``start_at``: every scheduler computes the same fire times.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

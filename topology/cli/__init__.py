@@ -1,0 +1,1 @@
+"""The ``warren`` command: one subcommand per process and ops tool."""

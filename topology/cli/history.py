@@ -1,0 +1,173 @@
+"""Run history: ``python scripts/history.py [list]`` and ``history.py show RUN_ID``.
+
+``list`` (the default) prints the newest runs, one line each; ``show`` the whole story of
+one run. Both read the stream ``<ns>_history`` and change nothing. Exit codes: 0 done, 1 no
+history stream in the namespace (or ``show`` found no event of the run), 2 usage error,
+3 broker unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from fnmatch import fnmatchcase
+
+import orjson
+from aio_pika.abc import AbstractConnection
+
+from warren_cron.broker.connect import connect
+from warren_cron.broker.inspect import counts
+from warren_cron.cli.common import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    UsageError,
+    log_to_stderr,
+    run_command,
+)
+from warren_cron.cli.history_view import runs_table, story
+from warren_cron.errors import SettingsError
+from warren_cron.failed.select import parse_since
+from warren_cron.history.recent import one_run, recent_runs, story_start
+from warren_cron.history.runs import OUTCOMES, Run
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings, load_settings
+
+COMMANDS = ("list", "show")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``list`` (the default) and ``show RUN_ID``."""
+    parser = argparse.ArgumentParser(
+        prog="warren history",
+        description="Runs of CRON_NAMESPACE from its history stream: the newest, or one in full.",
+        epilog="exit codes: 0 done, 1 no history stream (or no event of the run), 2 usage "
+        "error, 3 broker unreachable",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = sub.add_parser("list", help="the newest runs, one line each (the default)")
+    listing.add_argument("--schedule", help="schedule name; may use * and ?, e.g. 'billing-*'")
+    listing.add_argument("--outcome", choices=OUTCOMES, help="only runs that ended so (or are)")
+    listing.add_argument("--since", default="24h", help="an age (30m, 2h, 7d) or ISO time")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many runs (50)")
+    listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
+    show = sub.add_parser("show", help="every event of one run: fire, attempts, failure, replays")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument(
+        "--since", help="read from here (default: just before the time in RUN_ID, else all)"
+    )
+    show.add_argument("--json", action="store_true", help="the run and its events as JSON")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, ``list`` when it names no command."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
+        argv = ["list", *argv]
+    return build_parser().parse_args(argv)
+
+
+def since_of(args: argparse.Namespace) -> datetime | None:
+    """``--since`` as a time (None when not given), after checking the other options."""
+    if getattr(args, "limit", 1) < 1:
+        raise UsageError("--limit must be at least 1")
+    return parse_since(args.since) if args.since else None
+
+
+def wanted(args: argparse.Namespace) -> Callable[[Run], bool]:
+    """The filters of ``list``."""
+
+    def want(run: Run) -> bool:
+        schedule = args.schedule is None or fnmatchcase(run.schedule or "", args.schedule)
+        return schedule and args.outcome in (None, run.outcome)
+
+    return want
+
+
+def terminal_width() -> int | None:
+    """Columns of the terminal (or ``$COLUMNS``); None when the output goes to a file or pipe."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def dump(value: object) -> None:
+    """Print indented JSON."""
+    print(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+async def cmd_list(
+    connection: AbstractConnection, stream: str, args: argparse.Namespace, since: datetime | None
+) -> int:
+    """Print the newest matching runs as a table or JSON."""
+    assert since is not None  # list has a default
+    runs = await recent_runs(connection, stream, wanted(args), args.limit, since)
+    if args.json:
+        dump([run.summary() for run in runs])
+    else:
+        print(runs_table(runs, terminal_width()))
+    more = " (--limit reached: older ones not shown)" if len(runs) == args.limit else ""
+    print(f"{len(runs)} run(s) with events since {since:%Y-%m-%d %H:%M:%SZ}{more}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def cmd_show(
+    connection: AbstractConnection, stream: str, args: argparse.Namespace, since: datetime | None
+) -> int:
+    """Print one run and every event of it."""
+    start = story_start(args.run_id, since)
+    run = await one_run(connection, stream, args.run_id, start)
+    if run is None:
+        print(
+            f"history.py: no events for run {args.run_id!r} (history keeps "
+            "CRON_HISTORY_MAX_AGE; try --since)",
+            file=sys.stderr,
+        )
+        return EXIT_PARTIAL
+    if args.json:
+        dump(run.story())
+    else:
+        print(story(run))
+    return EXIT_OK
+
+
+async def with_history(
+    settings: CronSettings, args: argparse.Namespace, since: datetime | None
+) -> int:
+    """Run the command on the namespace's history stream, if it has one."""
+    names = Names(settings.namespace)
+    connection = await connect(settings, "warren-history-script")
+    async with connection:
+        if await counts(connection, names.history_stream) is None:
+            print(
+                f"history.py: there is no history stream {names.history_stream!r} on "
+                f"{settings.safe_url}: nothing in CRON_NAMESPACE {settings.namespace!r} has "
+                "written history yet (workers and the scheduler declare it when they start; "
+                "check CRON_NAMESPACE)",
+                file=sys.stderr,
+            )
+            return EXIT_PARTIAL
+        command = cmd_show if args.command == "show" else cmd_list
+        return await command(connection, names.history_stream, args, since)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parse_args(argv)
+    try:
+        settings = load_settings(CronSettings)
+        since = since_of(args)
+    except (SettingsError, UsageError, ValueError) as error:
+        print(f"history.py: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    log_to_stderr(settings.log_level)
+    return run_command("history.py", with_history(settings, args, since))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Control schedules at run time: ``python scripts/schedules.py list|trigger|pause|resume``.
+
+``pause`` and ``resume`` append a command to the stream ``<ns>_control``, the durable pause
+state, which whichever scheduler leads applies within a second, through restarts and
+failover; ``trigger`` publishes one run now, as the scheduler would, paused or not. Each
+writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE. Exit codes:
+0 done (or nothing to do), 2 usage error or unknown schedule, 3 broker trouble.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import orjson
+from aio_pika.abc import AbstractConnection
+
+from warren_cron.broker.connect import connect
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
+from warren_cron.envelope import utcnow
+from warren_cron.errors import (
+    ScheduleError,
+    SettingsError,
+)
+from warren_cron.history.events import who
+from warren_cron.history.publisher import HistoryPublisher, publishing
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings, load_settings
+from warren_cron.schedules import commands
+from warren_cron.schedules.commands import describe
+from warren_cron.schedules.control import Pause, read_pauses
+from warren_cron.schedules.load import ScheduleSet, load_schedules
+from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.timing import utc_text
+
+#: An unknown name is answered with at most this many known ones.
+NAMES_SHOWN = 50
+Command = Callable[["Context", argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+class Context:
+    """The settings and schedules a command works on."""
+
+    def __init__(self, settings: CronSettings, schedules: ScheduleSet) -> None:
+        self.settings = settings
+        self.schedules = schedules
+        self.names = Names(settings.namespace)
+
+    def pick(self, name: str) -> Schedule:
+        """The schedule called ``name``, or a usage error listing the known ones."""
+        schedule = self.schedules.get(name)
+        if schedule is None:
+            raise UsageError(
+                f"no schedule {name!r} in {self.schedules.source}; known: {known(self.schedules)}"
+            )
+        return schedule
+
+    @asynccontextmanager
+    async def broker(self) -> AsyncIterator[tuple[AbstractConnection, HistoryPublisher]]:
+        """A connection and a history publisher on it, flushed when the block ends."""
+        connection = await connect(self.settings, "warren-schedules-script")
+        async with (
+            connection,
+            publishing(connection, self.names, self.settings, "schedules") as history,
+        ):
+            yield connection, history
+
+
+def known(schedules: ScheduleSet) -> str:
+    """The schedules' names, comma-separated; a long list is cut."""
+    names = [s.name for s in schedules.schedules]
+    if not names:
+        return "none (the file has no schedule)"
+    shown = ", ".join(names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return shown + (f" ... and {more} more" if more > 0 else "")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line of the script."""
+    parser = argparse.ArgumentParser(
+        prog="warren schedules",
+        description="List, trigger, pause and resume the schedules of CRON_SCHEDULES_FILE.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = sub.add_parser("list", help="each schedule, when it fires, whether it is paused")
+    listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
+    trigger = sub.add_parser("trigger", help="publish a run of NAME now; prints its run id")
+    trigger.add_argument("name", metavar="NAME")
+    pause = sub.add_parser("pause", help="stop publishing NAME's fires until it is resumed")
+    pause.add_argument("name", metavar="NAME")
+    pause.add_argument("--reason", required=True, help="why; shown by list and status")
+    resume = sub.add_parser("resume", help="publish NAME's fires again")
+    resume.add_argument("name", metavar="NAME")
+    resume.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="also publish the fires missed while paused, under the schedule's catch_up "
+        "policy and misfire_grace_seconds",
+    )
+    return parser.parse_args(argv)
+
+
+def validate(args: argparse.Namespace, context: Context) -> None:
+    """Check the command line before connecting, so usage errors exit 2 at once."""
+    if args.command != "list":
+        context.pick(args.name)
+    if args.command == "pause" and not args.reason.strip():
+        raise UsageError("--reason must say why the schedule is paused")
+
+
+async def cmd_trigger(context: Context, args: argparse.Namespace) -> int:
+    """Publish one run of the schedule now, with its envelope and plan."""
+    schedule = context.pick(args.name)
+    async with context.broker() as (connection, history):
+        run_id = await commands.trigger(connection, context.settings, schedule, history, who())
+    print(run_id)
+    return EXIT_OK
+
+
+async def cmd_pause(context: Context, args: argparse.Namespace) -> int:
+    """Pause the schedule, unless it is paused already."""
+    name = context.pick(args.name).name
+    async with context.broker() as (connection, history):
+        already = await commands.pause(
+            connection, context.names, name, history, who(), args.reason.strip()
+        )
+    if already is not None:
+        print(f"{name} is already paused: {describe(already)}; nothing sent")
+    else:
+        print(f"paused {name}: its fires are skipped until it is resumed")
+    return EXIT_OK
+
+
+async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
+    """Resume the schedule, unless it is not paused."""
+    schedule = context.pick(args.name)
+    async with context.broker() as (connection, history):
+        resumed = await commands.resume(
+            connection, context.names, schedule.name, history, who(), catch_up=args.catch_up
+        )
+    if not resumed:
+        print(f"{schedule.name} is not paused; nothing sent")
+        return EXIT_OK
+    missed = f"published under catch_up = {schedule.spec.catch_up}" if args.catch_up else "not run"
+    print(f"resumed {schedule.name}: fires missed while paused are {missed}")
+    return EXIT_OK
+
+
+def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:
+    """One schedule: name, how it fires, next fire, pause."""
+    following = schedule.next_fire(now)
+    return {
+        "name": schedule.name,
+        "fires": schedule.timing.describe(),
+        "next_fire_at": utc_text(following) if following else None,
+        "paused": pause is not None,
+        "paused_since": utc_text(pause.since) if pause else None,
+        "paused_by": pause.by if pause else None,
+        "reason": pause.reason if pause else None,
+    }
+
+
+def table(found: list[dict[str, Any]], pauses: dict[str, Pause]) -> str:
+    """Rows as an aligned text table; the pause, of any length, comes last."""
+    cells = [("NAME", "FIRES", "NEXT", "PAUSED")] + [
+        (
+            item["name"],
+            item["fires"],
+            item["next_fire_at"] or "-",
+            describe(pauses[item["name"]]) if item["paused"] else "no",
+        )
+        for item in found
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(3)]
+    return "\n".join(
+        "  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[3]])
+        for line in cells
+    )
+
+
+async def cmd_list(context: Context, args: argparse.Namespace) -> int:
+    """Print each schedule with its next fire and pause."""
+    async with context.broker() as (connection, _):
+        pauses = await read_pauses(connection, context.names)
+    now = utcnow()
+    found = [row(s, pauses.get(s.name), now) for s in context.schedules.schedules]
+    if args.json:
+        print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(table(found, pauses))
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Command] = {
+    "list": cmd_list,
+    "trigger": cmd_trigger,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parse_args(argv)
+    try:
+        settings = load_settings(CronSettings)
+        context = Context(settings, load_schedules(settings.schedules_file, settings))
+        validate(args, context)
+    except (SettingsError, ScheduleError, UsageError) as error:
+        print(f"schedules.py: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    log_to_stderr(settings.log_level)
+    return run_command("schedules.py", COMMANDS[args.command](context, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

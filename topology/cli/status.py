@@ -1,0 +1,128 @@
+"""One row per schedule of CRON_SCHEDULES_FILE, like ``kubectl get cronjobs``.
+
+When each schedule fires, whether it is paused, its last fire, the outcome of its last ended
+run, its last success and failure, its next fire, its runs retrying now and its records in
+the failed queue. The history comes from the monitor's status fold (``<ns>_status``) and the
+events the stream got after it; without a fold (no monitor running) the whole stream is
+folded, which takes longer. Exit codes: 0 shown, 2 usage or schedules file error, 3 broker
+trouble.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import datetime
+
+import orjson
+
+from warren_cron.broker.connect import connect
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
+from warren_cron.durations import relative
+from warren_cron.envelope import utcnow
+from warren_cron.errors import ScheduleError, SettingsError
+from warren_cron.history.snapshot import current_status
+from warren_cron.history.status import StatusFold
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings, load_settings
+from warren_cron.schedules.control import Pause, read_pauses
+from warren_cron.schedules.load import ScheduleSet, load_schedules
+from warren_cron.schedules.status import StatusRow, status_rows
+
+HEAD = (
+    "NAME",
+    "SCHEDULE",
+    "PAUSED",
+    "LAST FIRE",
+    "LAST OUTCOME",
+    "LAST SUCCESS",
+    "LAST FAILURE",
+    "NEXT FIRE",
+    "RETRYING",
+    "FAILED",
+)
+
+NO_FOLD = (
+    "status.py: no status fold in the broker: the monitor (python -m worker.monitor) is not "
+    "running or has not written one yet; folded the whole history stream"
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line of the script."""
+    parser = argparse.ArgumentParser(
+        prog="warren status",
+        description="Show every schedule of CRON_SCHEDULES_FILE: when it fires, paused or "
+        "not, last fire, last outcome, last success and failure, next fire, runs retrying "
+        "and records in the failed queue.",
+    )
+    parser.add_argument("--json", action="store_true", help="a JSON array, for machines")
+    return parser.parse_args(argv)
+
+
+def table(rows: list[StatusRow], now: datetime) -> str:
+    """Rows as an aligned text table, times relative to ``now``."""
+    cells = [HEAD]
+    for r in rows:
+        times = (r.last_fire_at, r.last_success_at, r.last_failure_at, r.next_fire_at)
+        fire, success, failure, next_fire = (relative(t, now) for t in times)
+        outcome = r.last_outcome or "-"
+        counts = (str(r.retrying), str(r.failed_records))
+        paused = "yes" if r.paused else "no"
+        cells.append(
+            (r.name, r.schedule, paused, fire, outcome, success, failure, next_fire, *counts)
+        )
+    return aligned(cells)
+
+
+async def gather(settings: CronSettings) -> tuple[StatusFold, bool, dict[str, Pause]]:
+    """The history's fold (and whether a monitor's fold was its start) and the pauses."""
+    names = Names(settings.namespace)
+    connection = await connect(settings, "warren-status-script", log_outages=False)
+    async with connection:
+        # Both are reads to a stream's end; side by side, their waits overlap.
+        (fold, stored), pauses = await asyncio.gather(
+            current_status(connection, names), read_pauses(connection, names)
+        )
+    return fold, stored, pauses
+
+
+def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, ScheduleSet]:
+    """Arguments, settings and the schedules file; raises on bad ones."""
+    args = parse_args(argv)
+    settings = load_settings(CronSettings)
+    return args, settings, load_schedules(settings.schedules_file, settings)
+
+
+def show(rows: list[StatusRow], as_json: bool, now: datetime) -> None:
+    """Print the rows as JSON or as a table."""
+    if as_json:
+        print(orjson.dumps([row.to_json() for row in rows], option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(table(rows, now))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    log_to_stderr("WARNING")  # stdout is the table or the JSON
+    try:
+        args, settings, schedules = load(argv)
+    except (SettingsError, ScheduleError) as error:
+        print(f"status.py: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_command("status.py", report(settings, schedules, args.json))
+
+
+async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:
+    """Read the status and print it."""
+    fold, stored, pauses = await gather(settings)
+    if not stored:
+        print(NO_FOLD, file=sys.stderr)
+    now = utcnow()
+    show(status_rows(schedules, fold, pauses, now), as_json, now)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

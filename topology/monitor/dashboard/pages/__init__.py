@@ -1,0 +1,17 @@
+"""The dashboard's pages, one module each, and the routes they add."""
+
+from __future__ import annotations
+
+from warren_cron.monitor.dashboard.app import Routes
+from warren_cron.monitor.dashboard.pages import failed, login, overview, runs, schedules
+from warren_cron.monitor.dashboard.pages.common import DASHBOARD
+
+ROUTES: list[Routes] = [
+    overview.add_routes,
+    schedules.add_routes,
+    runs.add_routes,
+    failed.add_routes,
+    login.add_routes,
+]
+
+__all__ = ["DASHBOARD", "ROUTES"]

@@ -1,0 +1,61 @@
+"""What every page handler shares: the dashboard it serves, and how an action is done."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+import structlog
+from aiohttp import web
+
+from warren_cron.monitor.dashboard.auth import Actor, Refused
+
+if TYPE_CHECKING:
+    from warren_cron.monitor.dashboard.service import Dashboard
+
+log = structlog.get_logger("dashboard")
+DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
+#: Longest reason kept: it goes into history events and logs.
+REASON_CHARS = 300
+#: Does an action for an actor with the form's fields; returns what to tell them.
+Perform = Callable[[Actor, Mapping[str, str], str], Awaitable[str]]
+
+
+def dashboard_of(request: web.Request) -> Dashboard:
+    """The dashboard this request is served by."""
+    return request.app[DASHBOARD]
+
+
+def reason_of(form: Mapping[str, str]) -> str:
+    """The form's ``why`` (``reason`` is a filter of the failed queue): every action says
+    why, for the history."""
+    reason = " ".join(str(form.get("why", "")).split())[:REASON_CHARS]
+    if not reason:
+        raise Refused("say why: it goes into the run history")
+    return reason
+
+
+async def act(request: web.Request, action: str, perform: Perform, back: str) -> web.StreamResponse:
+    """Check who sends the form and why, do ``action``, log it, and go back to ``back``."""
+    dashboard = dashboard_of(request)
+    form = {key: str(value) for key, value in (await request.post()).items()}
+    try:
+        actor = dashboard.auth.actor(request, form)
+        reason = reason_of(form)
+    except Refused as refused:
+        log.warning("dashboard action refused", action=action, why=refused.why)
+        return dashboard.page(request, "refused.html", status=403, why=refused.why, back=back)
+    message = await perform(actor, form, reason)
+    log.info("dashboard action", action=action, by=actor.by, reason=reason, result=message)
+    if dashboard.auth.user(request) is None:  # a bearer token: a client, not a browser
+        return web.Response(text=message + "\n")
+    dashboard.notes.leave(request, message)
+    raise web.HTTPSeeOther(local(form.get("back"), back))
+
+
+def local(path: str | None, default: str) -> str:
+    """``path`` when it is a path of this site (the page an action came from), else
+    ``default``: a form never sends the browser elsewhere."""
+    if path and path.startswith("/") and not path.startswith("//") and "\\" not in path:
+        return path
+    return default

@@ -1,0 +1,52 @@
+"""``/``: queue depths, attempts per minute, the day's failures, silent schedules, workers."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from warren_cron.broker.depths import queue_rows
+from warren_cron.envelope import utcnow
+from warren_cron.monitor.dashboard import views
+from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.plan import format_delay
+
+
+async def overview(request: web.Request) -> web.StreamResponse:
+    """The page an operator keeps open."""
+    dashboard, now = dashboard_of(request), utcnow()
+    settings, keeper = dashboard.settings, dashboard.keeper
+    queues = await queue_rows(
+        dashboard.connection, dashboard.names, settings.queue_type, dashboard.plan_keys()
+    )
+    silent = [
+        (name, dashboard.by_name[name].spec.expect_success_within, state.last_success_at)
+        for name, state in keeper.fold.schedules.items()
+        if state.silent and name in dashboard.by_name
+    ]
+    counts = keeper.fold.counts().values()
+    activity = dashboard.activity
+    minutes = activity.per_minute(now, views.CHART_MINUTES)
+    return dashboard.page(
+        request,
+        "overview.html",
+        queues=queues,
+        namespace=settings.namespace,
+        ttl=lambda ms: "-" if ms is None else format_delay(ms),
+        short=lambda queue: queue.removeprefix(f"{settings.namespace}_"),
+        bars=views.chart(minutes),
+        totals=views.totals(minutes),
+        chart_height=views.CHART_HEIGHT,
+        failures=activity.failures_by_reason(now),
+        silent=silent,
+        workers=activity.workers_seen(now),
+        schedules=len(dashboard.schedules),
+        paused=len(keeper.pauses),
+        retrying=sum(retrying for retrying, _ in counts),
+        failed_records=len(dashboard.failed.records),
+        failed_read_at=dashboard.failed.read_at,
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    """``/``."""
+    app.router.add_get("/", overview)

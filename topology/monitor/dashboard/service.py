@@ -1,0 +1,128 @@
+"""The dashboard served by the monitor: its state, and the web server's start and stop.
+
+It reads what the monitor already keeps (the status fold and the pauses, followed live), the
+failed queue through its index, the last day's activity from the history stream, and queue
+depths and run stories from the broker on each request. It acts through the same code as
+the ops scripts (``topology/schedules/commands.py``, ``topology/failed/``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from aio_pika.abc import AbstractRobustConnection
+from aiohttp import web
+
+from warren_cron.envelope import utcnow
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.history.events import Event
+from warren_cron.history.follow import StreamFollower
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.monitor.dashboard import pages
+from warren_cron.monitor.dashboard.activity import DAY, Activity
+from warren_cron.monitor.dashboard.app import create_app
+from warren_cron.monitor.dashboard.auth import Auth
+from warren_cron.monitor.dashboard.failed_index import FailedIndex
+from warren_cron.monitor.dashboard.offsets import OffsetIndex
+from warren_cron.monitor.dashboard.recent import RecentRuns
+from warren_cron.monitor.dashboard.render import Notes, environment, render
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.monitor.status import StatusKeeper
+from warren_cron.names import Names
+from warren_cron.schedules.schedule import Schedule
+
+log = structlog.get_logger("dashboard")
+
+
+class Dashboard:
+    """What the pages read and act with; ``start`` serves them on CRON_DASHBOARD_PORT."""
+
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        schedules: Sequence[Schedule],
+        keeper: StatusKeeper,
+        plan_keys: Callable[[], set[str]],
+    ) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.schedules = list(schedules)
+        self.by_name = {schedule.name: schedule for schedule in schedules}
+        self.keeper = keeper
+        self.plan_keys = plan_keys
+        self.activity = Activity()
+        self.recent = RecentRuns()
+        self.offsets = OffsetIndex()
+        self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
+        token = settings.dashboard_token
+        self.auth = Auth(None if token is None else token.get_secret_value())
+        self.notes = Notes()
+        self.env = environment()
+        self.url: str | None = None
+        self._connection: AbstractRobustConnection | None = None
+        self._history: HistoryPublisher | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self._follower: StreamFollower | None = None
+
+    @property
+    def connection(self) -> AbstractRobustConnection:
+        """The monitor's broker connection."""
+        assert self._connection is not None, "the dashboard has not started"
+        return self._connection
+
+    @property
+    def history(self) -> HistoryPublisher:
+        """Where the dashboard's actions write their events."""
+        assert self._history is not None, "the dashboard has not started"
+        return self._history
+
+    def page(
+        self, request: web.Request, name: str, status: int = 200, **context: Any
+    ) -> web.Response:
+        """Render template ``name`` for ``request``."""
+        return render(request, self.env, self.auth, self.notes, name, status, **context)
+
+    async def start(self, connection: AbstractRobustConnection) -> None:
+        """Follow the last day of history, index the failed queue, and serve the pages."""
+        self._connection = connection
+        self._history = HistoryPublisher(self.names, self.settings, "dashboard")
+        await self._history.start(connection)
+        since = utcnow() - DAY
+        follower = StreamFollower(self.names.history_stream, self._on_history, since=since)
+        self._follower = follower
+        await follower.start(connection)
+        self._tasks.append(asyncio.create_task(self.failed.run(connection, self._stop)))
+        self._runner = web.AppRunner(create_app(pages.ROUTES), access_log=None)
+        self._runner.app[pages.DASHBOARD] = self
+        await self._runner.setup()
+        host, port = self.settings.dashboard_host, self.settings.dashboard_port
+        await web.TCPSite(self._runner, host, port).start()
+        self.url = f"http://{host}:{port}/"
+        mode = "read-only" if self.auth.read_only else "actions need the token"
+        log.info("dashboard serving", url=self.url, mode=mode)
+
+    def _on_history(self, events: list[Event], offset: int) -> None:
+        self.activity.on_events(events, offset)
+        self.recent.on_events(events, offset)
+        self.offsets.on_events(events, offset)
+
+    async def stop(self) -> None:
+        """Stop serving and reading; events of actions still buffered are sent."""
+        self._stop.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Shutting down: a broker already gone must not keep the monitor from stopping.
+        with contextlib.suppress(*BROKER_TROUBLE):
+            if self._follower is not None:
+                await self._follower.stop()
+            if self._history is not None:
+                await self._history.close()

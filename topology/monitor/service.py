@@ -1,0 +1,189 @@
+"""The monitor: one ERROR line and a queued alert per failed task, the queue checks, and the
+status fold of the history with its "no success" checks.
+
+It consumes the copy queue ``<ns>_monitor``, never the failed queue, so the failed queue keeps
+every record for replay. A copy is acked once its line is logged and its alert queued in
+memory; sending alerts happens apart from consuming, so a webhook that is down never holds
+up monitoring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
+
+import aiohttp
+import structlog
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+
+from warren_cron.broker.connect import connect
+from warren_cron.declare import declare_topology
+from warren_cron.envelope import utcnow
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.monitor.alerts import AlertSender, Condition
+from warren_cron.monitor.dashboard import Dashboard
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.monitor.silence import SuccessWatch
+from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.watch import QueueWatch
+from warren_cron.names import Names
+from warren_cron.plan import RetryPlan
+from warren_cron.records import FailedRecord, read_record
+from warren_cron.schedules.schedule import Schedule
+
+log = structlog.get_logger("monitor")
+#: Copies held at once; each is handled in microseconds, so a burst drains quickly.
+PREFETCH = 200
+#: The status fold is stored at least this often while it changes (more often with a shorter
+#: CRON_MONITOR_INTERVAL_SECONDS): status.py folds only the events after it.
+SAVE_SECONDS = 5.0
+
+
+class Monitor:
+    """Watches failed tasks and queues until ``stop()``."""
+
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        plans: Iterable[RetryPlan] = (),
+        *,
+        schedules: Sequence[Schedule] = (),
+        clock: Callable[[], float] = time.monotonic,
+        retry_base_seconds: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.ready = asyncio.Event()
+        #: Queue checks completed: a test or a health probe sees the watch advance.
+        self.checks = 0
+        plans = [settings.default_plan(), *plans, *(s.plan for s in schedules)]
+        self.watch = QueueWatch(settings, plans, clock)
+        self.keeper = StatusKeeper(settings, [s.name for s in schedules])
+        self.silence = SuccessWatch(schedules, self.keeper)
+        #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
+        self.dashboard: Dashboard | None = None
+        if settings.dashboard_port:
+            watched = self.watch
+            self.dashboard = Dashboard(settings, schedules, self.keeper, lambda: watched.plan_keys)
+        self.sender: AlertSender | None = None
+        self._retry_base = retry_base_seconds
+        self._stop = asyncio.Event()
+        self._connection: AbstractRobustConnection | None = None
+
+    def connected(self) -> bool:
+        """True while the monitor's broker connection is open."""
+        return self._connection is not None and not self._connection.is_closed
+
+    def stop(self) -> None:
+        """Ask the monitor to stop; pending alerts get one last try."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Connect, consume the monitor queue and poll the queues until stopped."""
+        async with AsyncExitStack() as stack:
+            connection = await connect(self.settings, "warren-monitor")
+            self._connection = connection
+            stack.push_async_callback(connection.close)
+            # The alert webhook is the operator's own: a proxy in the environment is honoured.
+            session = aiohttp.ClientSession(trust_env=True)
+            stack.push_async_callback(session.close)
+            sender = AlertSender(self.settings, session, retry_base_seconds=self._retry_base)
+            self.sender = sender
+            await self._serve(connection, sender)
+        log.info("monitor stopped")
+
+    async def _serve(self, connection: AbstractRobustConnection, sender: AlertSender) -> None:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=PREFETCH)
+        settings = self.settings
+        topology = await declare_topology(channel, self.names, settings)
+        await self.keeper.start(connection)
+        tag = await topology.monitor.consume(self._on_message)
+        if self.dashboard is not None:
+            await self.dashboard.start(connection)
+        background = [
+            asyncio.create_task(sender.run()),
+            asyncio.create_task(self._poll(connection)),
+            asyncio.create_task(self._keep_status()),
+        ]
+        self.ready.set()
+        log.info(
+            "monitor started",
+            queue=topology.monitor.name,
+            webhook=settings.safe_webhook,
+            threshold=settings.failed_alert_threshold,
+        )
+        await self._stop.wait()
+        await topology.monitor.cancel(tag)
+        await self._finish(background, sender)
+
+    async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+        if self.dashboard is not None:
+            await self.dashboard.stop()
+        # Before the cancels: a broker call cancelled half-way can cost the connection.
+        try:
+            await self.keeper.stop()
+        except BROKER_TROUBLE as error:
+            log.warning("status fold not stored at shutdown", error=repr(error))
+        # Consuming has stopped: nothing new reaches the sender, which gets one last try.
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await sender.flush()
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        try:
+            record = read_record(message, self.names.main_queue)
+        except Exception as error:
+            # The failed queue keeps the original: say so loudly and move on.
+            log.exception(
+                "unreadable failed-task copy", message_id=message.message_id, error=repr(error)
+            )
+        else:
+            self._report_failure(record)
+            self.watch.learn(message.headers, record.routing_key)
+            if self.dashboard is not None:
+                self.dashboard.failed.learn(record)
+        await message.ack()
+
+    def _report_failure(self, record: FailedRecord) -> None:
+        log.error("task failed", **record.summary())
+        assert self.sender is not None
+        self.sender.failure(record)
+
+    async def _poll(self, connection: AbstractRobustConnection) -> None:
+        while not self._stop.is_set():
+            for change in self.silence.check(utcnow()):
+                self._report_condition(change)
+            try:
+                for change in await self.watch.check(connection):
+                    self._report_condition(change)
+                self.checks += 1
+            except BROKER_TROUBLE as error:
+                log.warning("queue check failed; trying again next interval", error=repr(error))
+            await self._idle(self.settings.monitor_interval_seconds)
+
+    async def _keep_status(self) -> None:
+        while not self._stop.is_set():
+            await self._idle(min(self.settings.monitor_interval_seconds, SAVE_SECONDS))
+            try:
+                await self.keeper.save()
+            except BROKER_TROUBLE as error:
+                log.warning("status fold not stored; trying again", error=repr(error))
+
+    async def _idle(self, seconds: float) -> None:
+        # The loops end on the stop flag too: a cancel that lands inside a broker call may
+        # come out of the client library as a broker error, which the loops catch.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    def _report_condition(self, change: Condition) -> None:
+        if change.firing:
+            log.error("alert", condition=change.key, detail=change.detail)
+        else:
+            log.info("resolved", condition=change.key, detail=change.detail)
+        assert self.sender is not None
+        self.sender.condition(change)

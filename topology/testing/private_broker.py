@@ -1,0 +1,253 @@
+"""A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
+
+It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 root in a chroot
+(``chaoslib/install.py``). Either way it has its own node name, ports, data, logs and Erlang
+cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it never
+touches the machine's shared broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from warren_cron.testing.install import CTL, SERVER, BrokerNodeError, Install, release
+from warren_cron.testing.waits import NeverHappened, until
+
+CONSUMER_TIMEOUT_MS = 4000
+HEARTBEAT_SECONDS = 2
+#: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
+NET_TICKTIME_SECONDS = 8
+
+
+class BrokerNode(Protocol):
+    """What a scenario needs of its broker: a private node, or a private cluster."""
+
+    url: str  # one node's URL, or every node's, comma-separated (as CRON_AMQP_URL)
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        """``rabbitmqctl`` against the broker."""
+        ...
+
+    def sync_metadata(self) -> None:
+        """Make every declaration so far survive a ``kill -9``."""
+        ...
+
+    def victim(self, rng: random.Random) -> PrivateBroker:
+        """The node a broker fault stops or kills: this node, or one of the cluster's."""
+        ...
+
+
+def holding(node: BrokerNode) -> str:
+    """The broker's queues that hold messages, with their leader: where a stuck task waits."""
+    table = node.ctl("list_queues", "name", "messages", "messages_ready", "leader", "-q")
+    return "\n".join(line for line in table.splitlines() if "\t0\t0\t" not in line)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateBroker:
+    """One RabbitMQ node of the test run's own.
+
+    ``install`` picks the release (default: ``WARREN_RABBITMQ``); nodes of a cluster share
+    a ``cookie`` directory (their ``HOME``), a lone node keeps its cookie in its data dir.
+    """
+
+    def __init__(
+        self, base: Path, install: Install | None = None, cookie: str | None = None
+    ) -> None:
+        self.install = install or Install.of(release())
+        self.base, self.inner = self.install.place(base)
+        self.home = cookie or self.inner
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.node = f"warren_t{uuid.uuid4().hex[:6]}@localhost"
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        self._process: subprocess.Popen[bytes] | None = None
+        self.consumer_timeout_ms = CONSUMER_TIMEOUT_MS
+        self._write_config()
+
+    def _write_config(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        (self.base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
+            "loopback_users = none\n"
+            f"consumer_timeout = {self.consumer_timeout_ms}\n"
+            f"heartbeat = {HEARTBEAT_SECONDS}\n"
+        )
+        # The consumer timeout is checked on each channel tick (60 s by default), and quorum
+        # queues report their length to list_queues on each of their ticks (5 s by default):
+        # chaos runs and fault tests read it to know when nothing is left in flight.
+        (self.base / "advanced.config").write_text(
+            "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]},\n"
+            f" {{kernel, [{{net_ticktime, {NET_TICKTIME_SECONDS}}}]}}].\n"
+        )
+        (self.base / "enabled_plugins").write_text("[].\n")
+        (self.base / "rabbitmq-env.conf").write_text("ERL_EPMD_ADDRESS=127.0.0.1\n")
+
+    def env(self) -> dict[str, str]:
+        """Environment for the server and rabbitmqctl of this node only."""
+        base = self.inner
+        return {
+            **os.environ,
+            "HOME": self.home,  # the Erlang cookie: its own, or its cluster's
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
+            "RABBITMQ_LOG_BASE": f"{base}/log",
+            "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq",
+            "RABBITMQ_ADVANCED_CONFIG_FILE": f"{base}/advanced.config",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins",
+            "RABBITMQ_PID_FILE": f"{base}/pid",
+            "RABBITMQ_CONF_ENV_FILE": f"{base}/rabbitmq-env.conf",
+        }
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the node and wait until it accepts AMQP connections."""
+        if self.is_running():
+            return
+        with (self.base / "server.out").open("ab") as log:
+            self._process = subprocess.Popen(
+                self.install.command(SERVER),
+                env=self.env(),
+                cwd=self.base,  # where Erlang drops what no setting places, removed with the node
+                stdout=log,
+                stderr=log,
+            )
+        self._wait_for(lambda: self._answers(), timeout, "start")
+
+    def stop(self) -> None:
+        """Stop the node cleanly (messages on disk survive)."""
+        if self._process is None:
+            return
+        self.ctl("stop")
+        self._reap()
+
+    def restart(self) -> None:
+        """Stop, then start again."""
+        self.stop()
+        self.start()
+
+    def kill(self) -> None:
+        """``kill -9`` the Erlang VM: the crash a power cut would cause."""
+        pid = self.beam_pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+        self._reap()
+
+    def set_consumer_timeout(self, ms: int) -> None:
+        """The broker's ``consumer_timeout`` for channels opened from now on, restarts too."""
+        self.consumer_timeout_ms = ms
+        self._write_config()
+        if self.is_running():
+            self.ctl("eval", f"application:set_env(rabbit, consumer_timeout, {ms}).")
+
+    def victim(self, _rng: random.Random) -> PrivateBroker:
+        """A lone node is the one a broker fault breaks."""
+        return self
+
+    def sync_metadata(self) -> None:
+        """Flush what a ``kill -9`` would lose of declarations made in the last seconds.
+
+        Mnesia's log holds the queue records; Ra's dets tables (its server directory and the
+        per-server term and vote) are saved every 0.5-5 s: a quorum queue declared since then
+        comes back from a kill -9 without a leader, and whatever is routed to it waits forever.
+        """
+        self.ctl("eval", "mnesia:sync_log(), [dets:sync(T) || T <- dets:all()].")
+
+    def freeze(self) -> None:
+        """``kill -STOP`` the VM: the node stops answering, even heartbeats."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """``kill -CONT`` a frozen VM."""
+        self._signal(signal.SIGCONT)
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        """Run ``rabbitmqctl`` against this node; return its output."""
+        result = subprocess.run(
+            self.install.command(CTL, "-n", self.node, *args),
+            env=self.env(),
+            cwd=self.base,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise BrokerNodeError(f"rabbitmqctl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def beam_pid(self) -> int | None:
+        """OS pid of the node's Erlang VM, if it runs."""
+        try:
+            return int((self.base / "pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def is_running(self) -> bool:
+        """True while the node's start script is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def remove(self) -> None:
+        """Stop the node whatever state it is in and delete its files."""
+        if self.is_running():
+            self.thaw()
+            try:
+                self.stop()
+            except (BrokerNodeError, subprocess.TimeoutExpired):
+                self.kill()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        pid = self.beam_pid()
+        if pid is not None:
+            os.kill(pid, sig)
+
+    def _reap(self) -> None:
+        if self._process is not None:
+            try:
+                self._process.wait(30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+            self._process = None
+        (self.base / "pid").unlink(missing_ok=True)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), 0.5):
+                pass
+        except OSError:
+            return False
+        # The port opens before the node accepts logins: ask the node itself.
+        try:
+            self.ctl("await_startup", "--timeout", "5", timeout=15)
+        except (BrokerNodeError, subprocess.TimeoutExpired):
+            return False
+        return True
+
+    def _wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        def answered_or_exited() -> bool:
+            return ready() or (self._process is not None and self._process.poll() is not None)
+
+        with contextlib.suppress(NeverHappened):
+            until(answered_or_exited, timeout, interval=0.25)
+        if ready():
+            return
+        tail = (self.base / "server.out").read_text(errors="replace")[-2000:]
+        raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}")

@@ -1,0 +1,11 @@
+"""The ledger task: ``CRON_HANDLER_MODULES=chaoslib.worker_tasks`` (chaos runs, fault tests)."""
+
+from __future__ import annotations
+
+from warren_cron.testing.ledger_handlers import LedgerHandler
+from warren_cron.worker import task
+
+#: The task every fault test publishes; its payload says how the attempt behaves.
+TASK = "ledgered"
+
+ledgered = task(TASK)(LedgerHandler())
