@@ -15,4 +15,4 @@ COPY scripts scripts
 COPY examples examples
 USER warren
 ENV PYTHONUNBUFFERED=1
-CMD ["python", "-m", "worker"]
+CMD ["warren", "worker"]

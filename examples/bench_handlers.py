@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warren_cron.worker import TaskContext, task
+from warren_cron import TaskContext, task
 
 
 @task("fail_once")

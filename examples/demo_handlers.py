@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from warren_cron.worker import TaskContext, task
+from warren_cron import TaskContext, task
 
 
 @task("greet")

@@ -1,4 +1,4 @@
-"""``python -m scheduler``: publish due fires while leading; ``--check`` validates and exits."""
+"""``warren scheduler``: publish due fires while leading; ``--check`` validates and exits."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.runtime.logs import configure_logging
 from warren_cron.runtime.service import (
@@ -29,7 +29,7 @@ from warren_cron.schedules.load import ScheduleSet, load_schedules
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: the rest is configured with CRON_* variables."""
     parser = process_parser(
-        "python -m scheduler",
+        "warren scheduler",
         "Publish each schedule's due fires to RabbitMQ. Several may run: one leads, the "
         "others stand by. SIGHUP reloads the schedules file.",
         check="validate settings and the schedules file, print each schedule's next fires and "

@@ -1,15 +1,16 @@
-"""``python -m scheduler --check``: what each schedule will do, before it does it."""
+"""``warren scheduler --check``: what each schedule will do, before it does it."""
 
 from __future__ import annotations
 
 import itertools
 from datetime import datetime
 
+from warren_cron.clock import utc_text
 from warren_cron.plan import RetryPlan
 from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.schedules.load import ScheduleSet
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import CronTiming, format_duration, utc_text
+from warren_cron.schedules.timing import CronTiming, format_duration
 
 FIRES_SHOWN = 5
 

@@ -23,16 +23,14 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.declare import PlanDeclarer, QueueSettings, declare_topology
-from warren_cron.envelope import utcnow
 from warren_cron.errors import BROKER_TROUBLE, TopologyError
 from warren_cron.headers import H_RUN_ID, H_SCHEDULE
-from warren_cron.history.events import fire_event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import FIRE_LAG, FIRES
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: How long one publish may wait for its confirm before it counts as failed.
@@ -181,8 +179,8 @@ class FirePublisher:
             late_ms=round(late * 1000, 1),
         )
         self._history.emit(
-            fire_event(
-                "fired", schedule, run_id, scheduled_for, at=confirmed_at, plan=schedule.routing_key
+            schedule.event(
+                "fired", run_id, scheduled_for, at=confirmed_at, plan=schedule.routing_key
             )
         )
 

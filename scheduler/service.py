@@ -25,7 +25,7 @@ from pathlib import Path
 import structlog
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import ScheduleError, TopologyError
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
@@ -45,7 +45,6 @@ from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.scheduler.skips import report_skipped
 from warren_cron.scheduler.watermark import Watermark
 from warren_cron.schedules.load import ScheduleSet, load_schedules
-from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: Longest sleep between looks at the wall clock, so a clock step is noticed.

@@ -8,7 +8,7 @@ from warren_cron.runtime.settings import CronSettings
 
 
 class SchedulerSettings(CronSettings):
-    """Settings of ``python -m scheduler``."""
+    """Settings of ``warren scheduler``."""
 
     schedules_poll_seconds: float = Field(
         5.0,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import structlog
 
-from warren_cron.history.events import fire_event
+from warren_cron.clock import utc_text
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.runtime.metrics import MISSED_FIRES
 from warren_cron.scheduler.firing import Batch, Skipped
 from warren_cron.scheduler.pauses import PAUSED
-from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 
@@ -43,4 +42,4 @@ def _report(skipped: Skipped, history: HistoryPublisher) -> None:
         scheduled_for=scheduled_for,
         reason=reason,
     )
-    history.emit(fire_event("skipped", schedule, run_id, scheduled_for, reason=reason))
+    history.emit(schedule.event("skipped", run_id, scheduled_for, reason=reason))

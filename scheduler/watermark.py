@@ -15,10 +15,9 @@ import structlog
 from aio_pika.abc import AbstractChannel
 
 from warren_cron.broker.latest import LatestMessage
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.declare import QueueType, queue_arguments
-from warren_cron.envelope import utcnow
 from warren_cron.names import Names
-from warren_cron.schedules.timing import utc_text
 
 log = structlog.get_logger("scheduler")
 #: The watermark's key in its message body. Its spelling is the stored format: renamed, a new

@@ -22,21 +22,17 @@ from typing import Any
 
 import aio_pika
 import orjson
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchlib import clients as clients_bench  # noqa: E402
-from benchlib import dashboard as dashboard_bench  # noqa: E402
-from benchlib import enqueue as enqueue_bench  # noqa: E402
-from benchlib import fire as fire_bench  # noqa: E402
-from benchlib import http as http_bench  # noqa: E402
-from benchlib import instructions as instructions_bench  # noqa: E402
-from benchlib import lag as lag_bench  # noqa: E402
-from benchlib import replay as replay_bench  # noqa: E402
-from benchlib import scale as scale_bench  # noqa: E402
-from benchlib import status as status_bench  # noqa: E402
-from benchlib.common import (  # noqa: E402 - after the path fix above
+from benchlib import clients as clients_bench
+from benchlib import dashboard as dashboard_bench
+from benchlib import enqueue as enqueue_bench
+from benchlib import fire as fire_bench
+from benchlib import http as http_bench
+from benchlib import instructions as instructions_bench
+from benchlib import lag as lag_bench
+from benchlib import replay as replay_bench
+from benchlib import scale as scale_bench
+from benchlib import status as status_bench
+from benchlib.common import (
     DEFAULT_URL,
     Bench,
     LineCounter,
@@ -51,8 +47,10 @@ from benchlib.common import (  # noqa: E402 - after the path fix above
     worker_env,
 )
 
-from warren_cron.plan import RetryPlan  # noqa: E402
-from warren_cron.testing.waits import until  # noqa: E402
+from warren_cron.plan import RetryPlan
+from warren_cron.testing.waits import until
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_raw(bench: Bench, expected: int, prefetch: int) -> Run:

@@ -31,6 +31,7 @@ from warren_cron.broker.connect import connect
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.load import load_schedules
+from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / ".demo"
@@ -105,9 +106,9 @@ class Service:
 #: Started in this order, stopped in reverse: the scheduler last in, first out, so the
 #: worker is consuming before the first fire and still there for the last retry.
 SERVICES = [
-    Service("worker", ["-m", "warren_cron.worker"]),
-    Service("scheduler", ["-m", "warren_cron.scheduler"]),
-    Service("monitor", ["-m", "warren_cron.monitor"]),
+    Service("worker", [WARREN, "worker"]),
+    Service("scheduler", [WARREN, "scheduler"]),
+    Service("monitor", [WARREN, "monitor"]),
 ]
 
 
@@ -207,14 +208,12 @@ def print_monitor() -> None:
 
 def print_story(records: list[AbstractIncomingMessage]) -> None:
     """What an operator asks first: every schedule's state, and the whole story of a failed run."""
-    print("\nstatus (python scripts/status.py):", flush=True)
-    subprocess.run([sys.executable, "scripts/status.py"], cwd=ROOT, check=False)
+    print("\nstatus (warren status):", flush=True)
+    subprocess.run([WARREN, "status"], cwd=ROOT, check=False)
     if records:
         run_id = str((records[0].headers or {}).get("cron-run-id"))
-        print(f"\nstory of one failed run (python scripts/history.py show {run_id}):", flush=True)
-        subprocess.run(
-            [sys.executable, "scripts/history.py", "show", run_id], cwd=ROOT, check=False
-        )
+        print(f"\nstory of one failed run (warren history show {run_id}):", flush=True)
+        subprocess.run([WARREN, "history", "show", run_id], cwd=ROOT, check=False)
 
 
 def main() -> int:

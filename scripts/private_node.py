@@ -2,7 +2,7 @@
 """Run a command against a private RabbitMQ node (or cluster) started for it, then remove it.
 
     python scripts/private_node.py --rabbitmq 4 -- pytest -m "not slow"
-    python scripts/private_node.py --rabbitmq 3 --nodes 3 -- python -m worker
+    python scripts/private_node.py --rabbitmq 3 --nodes 3 -- warren worker
 
 The command gets ``CRON_TEST_AMQP_URL`` and ``CRON_AMQP_URL`` (every node, comma-separated)
 and ``WARREN_RABBITMQ``, so the tests' own private nodes run the same release. The node is

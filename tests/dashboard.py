@@ -81,7 +81,7 @@ class Stack:
     url: str
 
     async def trigger(self, name: str, by: str = "tester@test") -> str:
-        """Trigger schedule ``name`` as schedules.py does; its run id."""
+        """Trigger schedule ``name`` as warren schedules does; its run id."""
         schedule = self.schedules.get(name)
         assert schedule is not None
         settings = self.monitor.settings

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from tests.namespace import TestBroker
 from warren_cron.envelope import Envelope
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
+from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,12 +64,12 @@ def script_env(broker: TestBroker, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_script(
-    broker: TestBroker, script: str, *args: str, stdin: str = "", **extra: str
+def run_warren(
+    broker: TestBroker, command: str, *args: str, stdin: str = "", **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``scripts/<script>`` to completion in the test's namespace."""
+    """Run ``warren <command>`` to completion in the test's namespace."""
     return subprocess.run(
-        [sys.executable, f"scripts/{script}", *args],
+        [WARREN, command, *args],
         cwd=ROOT,
         env=script_env(broker, **extra),
         input=stdin,

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.failed_records import run_script
+from tests.failed_records import run_warren
 from tests.helpers import wait_history
 from tests.namespace import TestBroker
 from warren_cron.history.events import Event
@@ -16,10 +16,10 @@ from warren_cron.history.events import Event
 async def schedules_script(
     broker: TestBroker, path: Path, *args: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``scripts/schedules.py`` on the schedules file ``path`` (in a thread: the test's
+    """Run ``warren schedules`` on the schedules file ``path`` (in a thread: the test's
     event loop, and any scheduler in it, keeps running)."""
     return await asyncio.to_thread(
-        run_script, broker, "schedules.py", *args, CRON_SCHEDULES_FILE=str(path), **env
+        run_warren, broker, "schedules", *args, CRON_SCHEDULES_FILE=str(path), **env
     )
 
 

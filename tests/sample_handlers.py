@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from warren_cron.worker import TaskContext, task
+from warren_cron import TaskContext, task
 
 
 @task("sleepy")

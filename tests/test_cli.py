@@ -18,6 +18,7 @@ from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import env_for
+from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.broker
@@ -39,7 +40,8 @@ async def test_worker_with_a_bad_setting_exits_2_naming_it(broker: TestBroker) -
 
 async def test_worker_with_a_missing_handler_module_exits_2(broker: TestBroker) -> None:
     """A module in CRON_HANDLER_MODULES that does not import is named in the error."""
-    result = run(["-m", "warren_cron.worker"], env_for(broker, CRON_HANDLER_MODULES="no.such.module"))
+    env = env_for(broker, CRON_HANDLER_MODULES="no.such.module")
+    result = run(["-m", "warren_cron.worker"], env)
     assert result.returncode == 2 and "no.such.module" in result.stderr
 
 
@@ -50,7 +52,7 @@ async def test_sigterm_mid_task_exits_0_and_spends_no_retry(broker: TestBroker) 
         broker, CRON_HANDLER_MODULES="tests.sample_handlers", CRON_SHUTDOWN_GRACE_SECONDS="0.5"
     )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "warren_cron.worker", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
+        WARREN, "worker", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
     )
     assert proc.stdout is not None
     async with asyncio.timeout(20):
@@ -67,7 +69,8 @@ async def test_enqueue_prints_the_run_id_of_a_confirmed_task(broker: TestBroker)
     broker.plan_keys.update({"100ms-200ms", "200ms"})
     result = run(
         [
-            "scripts/enqueue.py",
+            WARREN,
+            "enqueue",
             "noop",
             "--payload",
             '{"a": 1}',
@@ -94,7 +97,7 @@ async def test_enqueue_with_a_delay_runs_the_task_that_much_later(
     broker.plan_keys.update(step.key for step in broker.settings().default_plan().suffixes())
     before = time.monotonic()
     result = await asyncio.to_thread(
-        run, ["scripts/enqueue.py", "noop", "--delay", "5s"], env_for(broker)
+        run, [WARREN, "enqueue", "noop", "--delay", "5s"], env_for(broker)
     )
     after = time.monotonic()
     assert result.returncode == 0, result.stderr
@@ -108,7 +111,7 @@ async def test_enqueue_at_a_time_in_the_past_runs_now(broker: TestBroker) -> Non
     """``--at`` before now publishes straight to the workers, with its plan as routing key."""
     default = broker.settings().default_plan()
     broker.plan_keys.update(step.key for step in default.suffixes())
-    args = ["scripts/enqueue.py", "noop", "--at", "2020-01-01T00:00:00Z"]
+    args = [WARREN, "enqueue", "noop", "--at", "2020-01-01T00:00:00Z"]
     result = await asyncio.to_thread(run, args, env_for(broker))
     assert result.returncode == 0, result.stderr
     [message] = await broker.get_all(broker.names.main_queue)
@@ -130,7 +133,7 @@ async def test_enqueue_at_a_time_in_the_past_runs_now(broker: TestBroker) -> Non
 )
 def test_enqueue_usage_errors_exit_2(args: list[str], why: str, tmp_path: Any) -> None:
     """Bad JSON or an unknown option is a clear error and exit code 2."""
-    result = run(["scripts/enqueue.py", *args], {**os.environ, "CRON_NAMESPACE": "unused"})
+    result = run([WARREN, "enqueue", *args], {**os.environ, "CRON_NAMESPACE": "unused"})
     assert result.returncode == 2 and why in result.stderr
 
 
@@ -139,7 +142,7 @@ async def test_an_enqueue_refused_for_its_options_leaves_nothing_on_the_broker(
 ) -> None:
     """Options refused after parsing (a ttl that ends before the delay) declare no queue."""
     env = {**os.environ, "CRON_NAMESPACE": broker.names.namespace, "CRON_AMQP_URL": broker.url}
-    args = ["scripts/enqueue.py", "noop", "--delay", "1m", "--ttl", "30s"]
+    args = [WARREN, "enqueue", "noop", "--delay", "1m", "--ttl", "30s"]
     result = await asyncio.to_thread(run, args, env)
     assert result.returncode == 2 and "before it is due" in result.stderr
     with pytest.raises(ChannelNotFoundEntity):

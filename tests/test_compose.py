@@ -9,8 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import settings_doc
 import yaml
+
+from warren_cron.cli.main import SUBCOMMANDS
+from warren_cron.runtime import settings_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,17 +20,19 @@ COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text
 WARREN_SERVICES = [name for name, svc in COMPOSE["services"].items() if "build" in svc]
 
 
-def module_of(command: list[str]) -> str:
-    """The module a ``python -m MODULE`` command runs."""
-    assert command[:2] == ["python", "-m"], command
-    return command[2]
+def assert_runs_something_real(command: list[str]) -> None:
+    """``warren SUBCOMMAND`` names a subcommand; ``python -m MODULE`` a module that imports."""
+    if command[0] == "warren":
+        assert command[1] in SUBCOMMANDS, command
+    else:
+        assert command[:2] == ["python", "-m"], command
+        assert importlib.util.find_spec(command[2]) is not None, command
 
 
 @pytest.mark.parametrize("service", WARREN_SERVICES)
-def test_every_service_command_runs_a_module_that_exists(service: str) -> None:
-    """Each warren service starts a module that imports from this checkout."""
-    module = module_of(COMPOSE["services"][service]["command"])
-    assert importlib.util.find_spec(module) is not None, module
+def test_every_service_command_runs_something_that_exists(service: str) -> None:
+    """Each warren service starts a ``warren`` subcommand or a module of this checkout."""
+    assert_runs_something_real(COMPOSE["services"][service]["command"])
 
 
 @pytest.mark.parametrize("service", WARREN_SERVICES)
@@ -39,13 +43,11 @@ def test_every_cron_variable_a_service_sets_is_a_real_setting(service: str) -> N
     assert not unknown
 
 
-def test_the_image_default_command_and_entry_points_import() -> None:
-    """The Dockerfile's CMD names a module that exists, as do the ops scripts it ships."""
+def test_the_image_default_command_runs_a_subcommand() -> None:
+    """The Dockerfile's CMD runs a ``warren`` subcommand, which the image installs."""
     cmd = re.search(r"^CMD (\[.*\])", (ROOT / "Dockerfile").read_text(), re.M)
     assert cmd is not None
-    assert importlib.util.find_spec(module_of(yaml.safe_load(cmd.group(1)))) is not None
-    for script in ("enqueue.py", "failed.py", "queues.py"):
-        assert (ROOT / "scripts" / script).exists(), script
+    assert_runs_something_real(yaml.safe_load(cmd.group(1)))
 
 
 def test_services_wait_for_a_healthy_broker_and_have_health_checks() -> None:

@@ -1,4 +1,4 @@
-"""The scheduler's history events, and pause and resume through scripts/schedules.py."""
+"""The scheduler's history events, and pause and resume through warren schedules."""
 
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ from tests.scheduling import (
     wait_published,
     write_schedules,
 )
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.history.runs import fold_runs
-from warren_cron.schedules.timing import utc_text
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker

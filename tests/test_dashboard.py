@@ -26,7 +26,7 @@ from tests.dashboard import (
 )
 from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.schedules.control import read_pauses
 from warren_cron.testing.waits import eventually
 

@@ -14,14 +14,13 @@ from aio_pika.abc import AbstractConnection
 from tests.dashboard import free_port
 from tests.helpers import fired_and_tried, write_history
 from tests.namespace import TestBroker
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.history.events import event
 from warren_cron.history.reader import Start, read_messages
 from warren_cron.history.recent import CLOCK_SLACK, one_run
 from warren_cron.history.runs import Run
 from warren_cron.monitor.dashboard.pages import runs as runs_page
 from warren_cron.monitor.dashboard.recent import PER_SCHEDULE
-from warren_cron.schedules.timing import utc_text
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker

@@ -13,8 +13,8 @@ from tests.broker import delete_all
 from tests.helpers import Recorder, registry, wait_history
 from tests.namespace import TestBroker
 from warren_cron.client import Client, RetryPlan
+from warren_cron.clock import utcnow
 from warren_cron.delay import delay_objects
-from warren_cron.envelope import utcnow
 from warren_cron.errors import BrokerError
 from warren_cron.history.events import Event
 from warren_cron.testing.private_broker import PrivateBroker, holding

@@ -23,12 +23,12 @@ HISTORY = [
 
 
 def export_line(record: FailedRecord) -> bytes:
-    """The line ``failed.py export`` writes for ``record``."""
+    """The line ``warren failed export`` writes for ``record``."""
     return orjson.dumps(exported(record))
 
 
 def restored(line: bytes) -> FailedRecord:
-    """The record read back after ``failed.py restore`` put ``line`` in the failed queue."""
+    """The record read back after ``warren failed restore`` put ``line`` in the failed queue."""
     message = restored_message(orjson.loads(line))
     return read_record(incoming(message, FAILED_QUEUE), MAIN)
 

@@ -1,4 +1,4 @@
-"""scripts/failed.py against a real broker: nothing leaves the failed queue unless asked."""
+"""warren failed against a real broker: nothing leaves the failed queue unless asked."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import orjson
 import pytest
 
 from tests.conftest import plan
-from tests.failed_records import ids_in, json_out, put_failed, run_script
+from tests.failed_records import ids_in, json_out, put_failed, run_warren
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
+from warren_cron.clock import utcnow
 from warren_cron.declare import UNLIMITED_DELIVERIES
-from warren_cron.envelope import utcnow
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.store import read_records
 
@@ -26,7 +26,7 @@ async def test_list_shows_a_table_and_leaves_every_record_in_order(broker: TestB
     """The table names run id, schedule, task, attempts, reason and time; the queue is unchanged."""
     envs = await put_failed(broker, 3, schedule="nightly", task="report")
     before = await ids_in(broker, broker.names.failed_queue)
-    result = run_script(broker, "failed.py", "list")
+    result = run_warren(broker, "failed", "list")
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
     columns = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "REASON", "FAILED AT", "REPLAYS")
@@ -44,7 +44,7 @@ async def test_list_filters_by_schedule_task_reason_since_and_limit(broker: Test
     await put_failed(broker, 1, schedule="cleanup", reason="unknown-task", attempts=1)
 
     def rows(*args: str) -> list[dict[str, Any]]:
-        return json_out(run_script(broker, "failed.py", "list", "--json", *args))  # type: ignore[no-any-return]
+        return json_out(run_warren(broker, "failed", "list", "--json", *args))  # type: ignore[no-any-return]
 
     assert {r["schedule"] for r in rows("--schedule", "billing-*")} == {"billing-eu", "billing-us"}
     assert [r["task"] for r in rows("--task", "http")] == ["http", "http"]
@@ -82,7 +82,7 @@ async def test_records_the_broker_dead_lettered_alone_get_a_derived_reason(
         await publish_raw(broker, envelope("job").encode(), key, message_id=run_id)
         await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 2)
-    rows = json_out(run_script(broker, "failed.py", "list", "--json"))
+    rows = json_out(run_warren(broker, "failed", "list", "--json"))
     assert [(r["run_id"], r["reason"], r["attempts"]) for r in rows] == [
         ("r-final", "retries-exhausted", 1),
         ("r-unrouted", "no-retry-queue", 1),
@@ -98,13 +98,13 @@ async def test_show_prints_the_payload_headers_and_history(
     env = envelope("job", {"customer": "acme"}, schedule="nightly")
     await publish(broker, env, plan(50))
     await broker.wait_depth(broker.names.failed_queue, 1)
-    result = run_script(broker, "failed.py", "show", env.run_id)
+    result = run_warren(broker, "failed", "show", env.run_id)
     assert result.returncode == 0, result.stderr
     for expected in ("retries-exhausted", "RuntimeError: failure 2", '"customer": "acme"'):
         assert expected in result.stdout
     assert "x-death history" in result.stdout
     assert broker.names.retry_queue("50ms") in result.stdout
-    missing = run_script(broker, "failed.py", "show", "no-such-run")
+    missing = run_warren(broker, "failed", "show", "no-such-run")
     assert missing.returncode == 1 and "no-such-run" in missing.stderr
 
 
@@ -116,8 +116,8 @@ async def test_replay_with_a_filter_moves_only_matches_and_keeps_the_rest_in_ord
     for name in ("a", "b", "a", "b", "a"):
         envs += await put_failed(broker, 1, schedule=name)
     broker.plan_keys.add("100ms")
-    result = run_script(
-        broker, "failed.py", "replay", "--schedule", "a", "--max-retries", "1", "--delay-ms", "100"
+    result = run_warren(
+        broker, "failed", "replay", "--schedule", "a", "--max-retries", "1", "--delay-ms", "100"
     )
     assert result.returncode == 0, result.stderr
     assert "replayed 3 of 3" in result.stderr
@@ -143,8 +143,8 @@ async def test_a_replayed_task_that_still_fails_runs_its_plan_again_and_returns(
     await publish(broker, env, plan(50))
     await broker.wait_depth(broker.names.failed_queue, 1)
     broker.plan_keys.update({"50ms-100ms", "100ms"})
-    result = run_script(
-        broker, "failed.py", "replay", "--all", "--max-retries", "2", "--delay-ms", "50"
+    result = run_warren(
+        broker, "failed", "replay", "--all", "--max-retries", "2", "--delay-ms", "50"
     )
     assert result.returncode == 0, result.stderr
     await recorder.wait_calls(5)
@@ -159,7 +159,7 @@ async def test_a_replayed_task_that_still_fails_runs_its_plan_again_and_returns(
 async def test_a_dry_run_counts_and_moves_nothing(broker: TestBroker) -> None:
     """--dry-run says how many would move; both queues stay as they were."""
     envs = await put_failed(broker, 3)
-    result = run_script(broker, "failed.py", "replay", "--all", "--dry-run")
+    result = run_warren(broker, "failed", "replay", "--all", "--dry-run")
     assert result.returncode == 0 and "would replay 3" in result.stderr
     assert await ids_in(broker, broker.names.failed_queue) == [e.run_id for e in envs]
     assert await broker.depth(broker.names.main_queue) == 0
@@ -171,17 +171,17 @@ async def test_purge_with_export_round_trips_through_restore(
     """Purged records are in the export file first, and restore puts them back the same."""
     await put_failed(broker, 2, schedule="keep")
     await put_failed(broker, 2, schedule="drop", reason="permanent-error", attempts=1)
-    before = json_out(run_script(broker, "failed.py", "list", "--json", "--schedule", "drop"))
+    before = json_out(run_warren(broker, "failed", "list", "--json", "--schedule", "drop"))
     out = tmp_path / "dropped.jsonl"
-    result = run_script(
-        broker, "failed.py", "purge", "--schedule", "drop", "--export", str(out), "--yes"
+    result = run_warren(
+        broker, "failed", "purge", "--schedule", "drop", "--export", str(out), "--yes"
     )
     assert result.returncode == 0 and "purged 2" in result.stderr, result.stderr
-    assert json_out(run_script(broker, "failed.py", "list", "--json", "--schedule", "drop")) == []
+    assert json_out(run_warren(broker, "failed", "list", "--json", "--schedule", "drop")) == []
     lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert [line["run_id"] for line in lines] == [row["run_id"] for row in before]
-    assert run_script(broker, "failed.py", "restore", str(out)).returncode == 0
-    after = json_out(run_script(broker, "failed.py", "list", "--json", "--schedule", "drop"))
+    assert run_warren(broker, "failed", "restore", str(out)).returncode == 0
+    after = json_out(run_warren(broker, "failed", "list", "--json", "--schedule", "drop"))
     assert after == before
     assert await broker.depth(broker.names.failed_queue) == 4
 
@@ -189,10 +189,10 @@ async def test_purge_with_export_round_trips_through_restore(
 async def test_purge_asks_first_and_a_no_keeps_everything(broker: TestBroker) -> None:
     """Without --yes the user must answer y; anything else purges nothing and exits 1."""
     await put_failed(broker, 2)
-    declined = run_script(broker, "failed.py", "purge", "--all", stdin="n\n")
+    declined = run_warren(broker, "failed", "purge", "--all", stdin="n\n")
     assert declined.returncode == 1 and "purge 2 record(s)" in declined.stderr
     assert await broker.depth(broker.names.failed_queue) == 2
-    accepted = run_script(broker, "failed.py", "purge", "--all", stdin="y\n")
+    accepted = run_warren(broker, "failed", "purge", "--all", stdin="y\n")
     assert accepted.returncode == 0, accepted.stderr
     assert await broker.depth(broker.names.failed_queue) == 0
 
@@ -203,7 +203,7 @@ async def test_a_large_export_shows_progress_and_a_summary(
     """Over a few hundred records the script reports progress on stderr."""
     await put_failed(broker, 320)
     out = tmp_path / "all.jsonl"
-    result = run_script(broker, "failed.py", "export", "--out", str(out))
+    result = run_warren(broker, "failed", "export", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "exporting: 320/320" in result.stderr and "exported 320" in result.stderr
     assert len(out.read_bytes().splitlines()) == 320
@@ -226,7 +226,7 @@ async def test_usage_errors_exit_2_naming_the_problem(
     broker: TestBroker, args: list[str], why: str
 ) -> None:
     """Bad input is refused before anything is read or moved."""
-    result = run_script(broker, "failed.py", *args)
+    result = run_warren(broker, "failed", *args)
     assert result.returncode == 2 and why in result.stderr, result.stderr
 
 
@@ -234,14 +234,14 @@ async def test_export_never_overwrites_a_file(broker: TestBroker, tmp_path: Path
     """An existing file may hold the only copy of purged records: it is refused."""
     existing = tmp_path / "old.jsonl"
     existing.write_text("precious\n")
-    result = run_script(broker, "failed.py", "export", "--out", str(existing))
+    result = run_warren(broker, "failed", "export", "--out", str(existing))
     assert result.returncode == 2 and "already exists" in result.stderr
     assert existing.read_text() == "precious\n"
 
 
 async def test_a_mistyped_namespace_is_an_error_not_an_empty_list(broker: TestBroker) -> None:
     """Looking at a namespace with no failed queue says so instead of creating one."""
-    result = run_script(broker, "failed.py", "list")
+    result = run_warren(broker, "failed", "list")
     assert result.returncode == 2 and "CRON_NAMESPACE" in result.stderr
     assert not await _exists(broker, broker.names.failed_queue)
 
@@ -268,9 +268,9 @@ async def test_replay_uses_the_schedules_own_plan_from_the_schedules_file(
     [own] = await put_failed(broker, 1, schedule="nightly")
     [other] = await put_failed(broker, 1, schedule="gone")
     broker.plan_keys.update({"200ms", "300ms"})
-    result = run_script(
+    result = run_warren(
         broker,
-        "failed.py",
+        "failed",
         "replay",
         "--all",
         CRON_SCHEDULES_FILE=str(schedules),

@@ -21,13 +21,12 @@ from tests.helpers import (
     write_history,
 )
 from tests.namespace import TestBroker
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.history import recent
 from warren_cron.history.events import event
 from warren_cron.history.reader import Start
 from warren_cron.history.recent import CLOCK_SLACK, FIRST_WINDOW, one_run, recent_runs, story_start
 from warren_cron.history.runs import Run
-from warren_cron.schedules.timing import utc_text
 
 pytestmark = pytest.mark.broker
 

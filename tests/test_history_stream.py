@@ -11,7 +11,7 @@ from aiormq.exceptions import ChannelPreconditionFailed
 
 import warren_cron.history.publisher as publisher_module
 from tests.namespace import TestBroker
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.history.events import decode, encode, event
 from warren_cron.history.losses import Losses
 from warren_cron.history.publisher import HistoryPublisher

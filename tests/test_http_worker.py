@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.conftest import plan
-from tests.failed_records import run_script
+from tests.failed_records import run_warren
 from tests.helpers import envelope, publish, wait_history
 from tests.namespace import TestBroker
 from tests.test_history import of_type
@@ -67,7 +67,7 @@ SECRET = "Bearer s3cr3t-literal"
 async def test_a_denied_destination_fails_once_and_its_reason_shows_everywhere(
     broker: TestBroker, run_worker: Any, run_monitor: Any
 ) -> None:
-    """Nothing sent; failure record, history and alert say ``destination-denied``; ``failed.py
+    """Nothing sent; failure record, history and alert say ``destination-denied``; ``warren failed
     show`` and the alert never show the literal Authorization, the stored record keeps it."""
     with (
         serve(Endpoint(), host="127.0.0.2") as denied,
@@ -89,7 +89,7 @@ async def test_a_denied_destination_fails_once_and_its_reason_shows_everywhere(
     assert alert["reason"] == "destination-denied" and "s3cr3t" not in str(alerts.requests)
     await broker.wait_depth(broker.names.failed_queue, 1)
     for args in ((), ("--json",)):
-        shown = run_script(broker, "failed.py", "show", env.run_id, *args)
+        shown = run_warren(broker, "failed", "show", env.run_id, *args)
         assert shown.returncode == 0, shown.stderr
         assert "s3cr3t" not in shown.stdout and "***" in shown.stdout
         assert '"env": "A"' in shown.stdout or '\\"env\\":\\"A\\"' in shown.stdout

@@ -1,4 +1,5 @@
-"""Import rules: the processes deploy apart, and the ops scripts run without the test extras."""
+"""Import rules: one import root, processes that deploy apart, layers without cycles, and test
+support and ops scripts that run without the test extras."""
 
 from __future__ import annotations
 
@@ -6,14 +7,23 @@ import ast
 import os
 import subprocess
 import sys
+from collections import defaultdict
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
 
+import warren_cron
 from warren_cron.testing.processes import base_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
+#: The folders the import root maps (pyproject's [tool.setuptools.package-dir]).
+FOLDERS = {
+    "topology": "warren_cron",
+    "worker": "warren_cron.worker",
+    "scheduler": "warren_cron.scheduler",
+}
 #: Top-level modules a base install (``pip install -e .``) lacks: the test suite and what the
 #: ``test`` extras bring (module names, not distribution names).
 TEST_ONLY = frozenset({"tests", "pytest", "_pytest", "pytest_asyncio", "testcontainers", "yaml"})
@@ -32,12 +42,12 @@ sys.meta_path.insert(0, BaseInstall())
 PROBE = """
 import importlib, sys
 importlib.import_module(sys.argv[1])
-print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("worker", "scheduler"))))
+print(" ".join(sorted(m for m in sys.modules if m.startswith("warren_cron."))))
 """
 
 
 def loaded_by(module: str) -> set[str]:
-    """The worker and scheduler modules that importing ``module`` loads, in a fresh process."""
+    """The project's modules that importing ``module`` loads, in a fresh process."""
     result = subprocess.run(
         [sys.executable, "-c", PROBE, module],
         cwd=ROOT,
@@ -49,24 +59,119 @@ def loaded_by(module: str) -> set[str]:
     return set(result.stdout.split())
 
 
-@pytest.mark.parametrize("module", ["warren_cron.monitor.__main__", "warren_cron.scheduler.__main__"])
+def under(package: str, modules: set[str]) -> set[str]:
+    """The modules of ``package`` among ``modules``."""
+    return {m for m in modules if m == package or m.startswith(package + ".")}
+
+
+@pytest.mark.parametrize(
+    "module", ["warren_cron.monitor.__main__", "warren_cron.scheduler.__main__"]
+)
 def test_a_process_other_than_the_worker_loads_no_worker_module(module: str) -> None:
-    """Only the ``worker`` package itself and the monitor's own modules may load."""
-    worker_modules = {m for m in loaded_by(module) if m.startswith("worker.")}
-    assert worker_modules <= {m for m in worker_modules if m.startswith("warren_cron.monitor")}
+    """The monitor and the scheduler deploy without the worker's code."""
+    assert not under("warren_cron.worker", loaded_by(module))
 
 
 def test_the_monitor_loads_no_scheduler_module() -> None:
     """The monitor reads the schedules file through the contract, not the scheduler."""
-    assert not {m for m in loaded_by("warren_cron.monitor.__main__") if m.startswith("scheduler")}
+    assert not under("warren_cron.scheduler", loaded_by("warren_cron.monitor.__main__"))
 
 
-def test_the_public_worker_names_still_load_for_handler_modules() -> None:
-    """``from worker import task, TaskContext, PermanentError`` works as the README shows."""
-    from warren_cron.worker import PermanentError, TaskContext, task
+def test_the_command_loads_only_the_subcommand_it_runs() -> None:
+    """``warren --help`` loads no process: each subcommand imports on first use."""
+    loaded = loaded_by("warren_cron.cli.main")
+    assert not under("warren_cron.worker", loaded) | under("warren_cron.scheduler", loaded)
+    assert not under("warren_cron.monitor", loaded) | under("warren_cron.broker", loaded)
 
-    assert callable(task) and TaskContext.__name__ == "TaskContext"
+
+def test_every_public_name_loads_from_the_import_root() -> None:
+    """Each name in ``warren_cron.__all__`` resolves, as the README's examples use them."""
+    for name in warren_cron.__all__:
+        assert getattr(warren_cron, name) is not None, name
+    from warren_cron import Client, PermanentError, SyncClient, TaskContext, task, verify_signature
+
+    assert callable(task) and callable(verify_signature) and TaskContext.__name__ == "TaskContext"
     assert issubclass(PermanentError, Exception)
+    assert (Client.__name__, SyncClient.__name__) == ("Client", "SyncClient")
+
+
+def test_a_name_outside_the_public_api_is_an_attribute_error() -> None:
+    """A misspelt public name fails clearly instead of loading something by accident."""
+    with pytest.raises(AttributeError, match="no attribute 'tasks'"):
+        warren_cron.tasks  # noqa: B018 - the access is the test
+
+
+def module_name(path: Path) -> str:
+    """The dotted name under ``warren_cron`` of a file in one of the mapped folders."""
+    folder = path.relative_to(ROOT).parts[0]
+    parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([FOLDERS[folder], *parts])
+
+
+def layer(module: str) -> str:
+    """A module's part: its subpackage, or ``contract`` for the root's own modules."""
+    parts = module.split(".")
+    is_package = len(parts) > 2 or (ROOT / "topology" / parts[-1]).is_dir()
+    return parts[1] if len(parts) > 1 and is_package else "contract"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every absolute module ``path`` imports, TYPE_CHECKING imports included."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Which part imports which other part; the root's ``__init__``/``__main__`` (the facade
+    over everything) left out."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            name = module_name(path)
+            if name in {"warren_cron", "warren_cron.__main__"}:
+                continue
+            for imported in imported_modules(path):
+                if imported.startswith("warren_cron.") and layer(imported) != layer(name):
+                    edges[layer(name)].add(layer(imported))
+    return edges
+
+
+def test_the_parts_of_the_package_import_each_other_without_a_cycle() -> None:
+    """Layers: the contract at the bottom, processes and commands on top, no part both above
+    and below another."""
+    try:
+        TopologicalSorter(package_imports()).prepare()
+    except CycleError as error:
+        pytest.fail(f"import cycle between parts: {' -> '.join(error.args[1])}")
+
+
+def test_no_module_imports_the_root_facade_or_an_old_import_root() -> None:
+    """Inside the package names come from their own modules; ``topology``, ``worker`` and
+    ``scheduler`` are folders, never import names."""
+    files = [
+        p for f in (*FOLDERS, "scripts", "tests", "examples") for p in (ROOT / f).rglob("*.py")
+    ]
+    for path in files:
+        roots = {m.split(".")[0] for m in imported_modules(path)}
+        assert not roots & {"topology", "worker", "scheduler", "chaoslib"}, path
+        if path.parts[len(ROOT.parts)] in FOLDERS:
+            assert "warren_cron" not in imported_modules(path) or path.name == "__main__.py", path
+
+
+def test_nothing_edits_the_import_path() -> None:
+    """The installed package is found as installed: no ``sys.path`` edits anywhere."""
+    files = [
+        p for f in (*FOLDERS, "scripts", "tests", "examples") for p in (ROOT / f).rglob("*.py")
+    ]
+    offenders = [p for p in files if "sys.path." in p.read_text() and p != Path(__file__)]
+    assert not offenders
 
 
 def on_base_install(
@@ -94,15 +199,14 @@ def test_the_chaos_script_runs_on_the_base_install(tmp_path: Path) -> None:
     assert "--tasks" in result.stdout
 
 
-def test_every_chaoslib_module_imports_on_the_base_install(tmp_path: Path) -> None:
-    """Each module of ``scripts/chaoslib`` imports where the test extras are hidden."""
+def test_every_test_support_module_imports_on_the_base_install(tmp_path: Path) -> None:
+    """Each module of ``warren_cron.testing`` imports where the test extras are hidden."""
     probe = (
-        "import importlib, pkgutil, chaoslib\n"
-        "for module in pkgutil.iter_modules(chaoslib.__path__):\n"
-        "    importlib.import_module(f'chaoslib.{module.name}')\n"
+        "import importlib, pkgutil, warren_cron.testing as support\n"
+        "for module in pkgutil.iter_modules(support.__path__):\n"
+        "    importlib.import_module(f'warren_cron.testing.{module.name}')\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(SCRIPTS)}
-    result = on_base_install(tmp_path, ["-c", probe], env)
+    result = on_base_install(tmp_path, ["-c", probe])
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -111,25 +215,14 @@ def test_chaos_workers_load_their_handler_module_on_the_base_install(tmp_path: P
     env = base_env("amqp://unused/", "unused", tmp_path / "ledger.sqlite")
     probe = (
         "import os\n"
-        "from worker.registry import import_handler_modules\n"
+        "from warren_cron.worker.registry import import_handler_modules\n"
         "import_handler_modules(os.environ['CRON_HANDLER_MODULES'].split(','))\n"
     )
     result = on_base_install(tmp_path, ["-c", probe], env)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def imported_roots(path: Path) -> set[str]:
-    """Top-level names of the modules ``path`` imports (absolute imports only)."""
-    roots = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            roots.add(node.module.split(".")[0])
-    return roots
-
-
 @pytest.mark.parametrize("path", sorted(SCRIPTS.rglob("*.py")), ids=lambda p: p.name)
 def test_no_script_imports_the_test_suite_or_the_test_extras(path: Path) -> None:
     """Ops scripts run on the base install: nothing under scripts/ imports tests or pytest."""
-    assert not imported_roots(path) & TEST_ONLY
+    assert not {m.split(".")[0] for m in imported_modules(path)} & TEST_ONLY

@@ -1,4 +1,4 @@
-"""scripts/queues.py against a real broker: every queue of the namespace, over AMQP only."""
+"""warren queues against a real broker: every queue of the namespace, over AMQP only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan
-from tests.failed_records import json_out, put_failed, run_script
+from tests.failed_records import json_out, put_failed, run_warren
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
 from warren_cron.client import Client
@@ -23,7 +23,7 @@ async def test_every_queue_is_shown_with_depth_consumers_and_age(broker: TestBro
     await broker.wait_depth(broker.names.retry_queue("1m-2m"), 1)
     await put_failed(broker, 2)
     rows = json_out(
-        run_script(broker, "queues.py", "--json", CRON_MAX_RETRIES="2", CRON_RETRY_DELAY_MS="60000")
+        run_warren(broker, "queues", "--json", CRON_MAX_RETRIES="2", CRON_RETRY_DELAY_MS="60000")
     )
     by_queue = {row["queue"]: row for row in rows}
     names = broker.names
@@ -42,7 +42,7 @@ async def test_delay_levels_holding_tasks_are_shown(broker: TestBroker, client: 
     """A task delayed an hour waits in level 11 (2^11 s), its highest bit; empty levels are
     left out."""
     await client.enqueue("job", delay=3600)
-    rows = json_out(run_script(broker, "queues.py", "--json"))
+    rows = json_out(run_warren(broker, "queues", "--json"))
     delayed = [row for row in rows if row["role"] == "delayed"]
     assert [(row["queue"], row["messages"], row["ttl_ms"]) for row in delayed] == [
         (broker.names.delay_level(11), 1, 2048_000)
@@ -58,7 +58,7 @@ async def test_retry_queues_of_older_plans_are_found_in_failed_records(
     await run_worker(registry)
     await publish(broker, envelope("job"), plan(50))
     await broker.wait_depth(broker.names.failed_queue, 1)
-    result = run_script(broker, "queues.py")
+    result = run_warren(broker, "queues")
     assert result.returncode == 0, result.stderr
     header, *lines = result.stdout.splitlines()
     assert header.split() == ["QUEUE", "ROLE", "MESSAGES", "CONSUMERS", "OLDEST", "TTL"]
@@ -70,5 +70,5 @@ async def test_retry_queues_of_older_plans_are_found_in_failed_records(
 
 async def test_a_namespace_without_queues_is_a_clear_error(broker: TestBroker) -> None:
     """Nothing declared under CRON_NAMESPACE: exit 2 saying which variable to check."""
-    result = run_script(broker, "queues.py")
+    result = run_warren(broker, "queues")
     assert result.returncode == 2 and "CRON_NAMESPACE" in result.stderr

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from tests.test_http import CTX
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.clock import utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.errors import (
     DestinationDenied,
     PermanentError,

@@ -27,8 +27,7 @@ from tests.scheduling import (
     wait_published,
     write_schedules,
 )
-from warren_cron.envelope import utcnow
-from warren_cron.schedules.timing import utc_text
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker

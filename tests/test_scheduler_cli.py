@@ -1,4 +1,4 @@
-"""``python -m scheduler`` as operators run it: --check, several at once, a killed leader."""
+"""``warren scheduler`` as operators run it: --check, several at once, a killed leader."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ retry = { max_retries = 2, delay_ms = 1000 }
 
 
 def check(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m scheduler --check`` on a file."""
+    """Run ``warren scheduler --check`` on a file."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
     environ.update(CRON_SCHEDULES_FILE=str(path), **env)
     return subprocess.run(

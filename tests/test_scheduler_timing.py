@@ -6,17 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from warren_cron.clock import utc_text
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.scheduler.firing import FireHeap, keep
 from warren_cron.schedules.load import ScheduleSet, parse_schedules
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import (
-    CronTiming,
-    IntervalTiming,
-    format_duration,
-    parse_interval,
-    utc_text,
-)
+from warren_cron.schedules.timing import CronTiming, IntervalTiming, format_duration, parse_interval
 
 
 def utc(text: str) -> datetime:

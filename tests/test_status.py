@@ -1,4 +1,4 @@
-"""``scripts/status.py`` and the monitor's status fold, with a real worker, monitor and broker."""
+"""``warren status`` and the monitor's status fold, with a real worker, monitor and broker."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from tests.conftest import plan
-from tests.failed_records import json_out, run_script
+from tests.failed_records import json_out, run_warren
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import write_schedules
 from tests.webhook import Endpoint, bodies, conditions, serve
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.clock import utc_text, utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.errors import PermanentError
 from warren_cron.history.events import encode, event
 from warren_cron.history.snapshot import read_fold
@@ -26,7 +27,6 @@ from warren_cron.history.stream import declare_history
 from warren_cron.monitor import Monitor
 from warren_cron.schedules.control import send_command
 from warren_cron.schedules.load import ScheduleSet
-from warren_cron.schedules.timing import utc_text
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
@@ -82,15 +82,15 @@ async def append_history(broker: TestBroker, events: list[dict[str, Any]]) -> No
 
 
 async def pause(broker: TestBroker, schedule: str) -> None:
-    """Pause a schedule, as ``schedules.py pause`` does."""
+    """Pause a schedule, as ``warren schedules pause`` does."""
     command = event("paused", schedule=schedule, by="ops@test", reason="maintenance")
     await send_command(broker.connection, broker.names, command)
 
 
 async def status(broker: TestBroker, path: Path, *args: str, **env: str) -> tuple[int, Any, str]:
-    """Run ``status.py`` as a user does: exit code, stdout (parsed with --json), stderr."""
+    """Run ``warren status`` as a user does: exit code, stdout (parsed with --json), stderr."""
     result = await asyncio.to_thread(
-        run_script, broker, "status.py", *args, CRON_SCHEDULES_FILE=str(path), **env
+        run_warren, broker, "status", *args, CRON_SCHEDULES_FILE=str(path), **env
     )
     out = json_out(result) if "--json" in args and result.returncode == 0 else result.stdout
     return result.returncode, out, result.stderr
@@ -145,7 +145,7 @@ async def test_status_shows_succeeded_failed_retrying_and_paused_schedules(
 async def test_the_fold_is_stored_and_a_restarted_monitor_goes_on_from_it(
     broker: TestBroker, run_worker: Any, run_monitor: Any, tmp_path: Path
 ) -> None:
-    """The first monitor stores its fold; status.py uses it with the events after it; the
+    """The first monitor stores its fold; warren status uses it with the events after it; the
     next monitor starts after its offset and folds on."""
     path = tmp_path / "schedules.toml"
     schedules, p = schedules_file(broker, path, "job:ok", "other:bad")

@@ -1,4 +1,5 @@
-"""``schedules.py trigger``: a run now, with the schedule's envelope, under its overlap policy."""
+"""``warren schedules trigger``: a run now, with the schedule's envelope, under its overlap
+policy."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from tests.helpers import envelope, history, publish, registry
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import every, published, write_schedules
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.history.runs import fold_runs
-from warren_cron.schedules.timing import utc_text
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 

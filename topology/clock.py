@@ -1,12 +1,15 @@
-"""The current time as ISO 8601 UTC text, cheaply: the one spelling of "now" in logs and history.
+"""Time helpers: now, and the UTC spellings of a moment in run ids, logs, history and the
+task message.
 
 Formatting a datetime costs a few microseconds, which a worker would pay on every log line
-and history event; here the date and time are formatted once per second.
+and history event: ``now_text`` formats the date and time once per second.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
+from functools import lru_cache
 
 
 class IsoClock:
@@ -31,3 +34,22 @@ class IsoClock:
 
 #: The process's clock.
 now_text = IsoClock().text
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+# Cached: a burst of fires shares one fire time, and each fire spells it several times.
+@lru_cache(maxsize=256)
+def utc_text(moment: datetime) -> str:
+    """``2024-03-10T07:00:00Z``: the UTC spelling used in run ids and logs."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return f"{text}Z"
+
+
+@lru_cache(maxsize=256)
+def json_time(moment: datetime) -> str:
+    """``2024-03-10T07:00:00Z`` or ``…:00.250000Z``: how the envelope's JSON spells a time."""
+    return f"{moment.astimezone(UTC).replace(tzinfo=None).isoformat()}Z"

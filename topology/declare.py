@@ -40,7 +40,7 @@ class QueueSettings(Protocol):
 #: Delivery limit of the queues that ops tools and the monitor read without consuming (failed,
 #: monitor, retry). Reading them is ``basic.get`` then a return, and on quorum queues every
 #: return counts toward the limit: RabbitMQ 4.x applies 20 even when none is set, and the failed
-#: queue has no DLX, so a few ``failed.py list`` runs would silently drop records. ``-1`` means
+#: queue has no DLX, so a few ``warren failed list`` runs would silently drop records. ``-1`` means
 #: "no limit" on 4.x but makes 3.x drop a message on its first return (tried on 3.10), so a
 #: limit nobody reaches stands for "none" on both. With any limit set, a return goes back near
 #: the head, so reading keeps the order on 3.x too.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 from uuid import uuid4
 
 import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from warren_cron.clock import utcnow
 from warren_cron.errors import MessageDecodeError, validation_problems
 from warren_cron.headers import H_RUN_ID, H_SCHEDULE
 from warren_cron.jsonvalue import DECODED, Json
@@ -56,11 +57,6 @@ class Envelope(BaseModel):
         if self.schedule is not None:
             headers[H_SCHEDULE] = self.schedule
         return headers
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware in UTC."""
-    return datetime.now(UTC)
 
 
 def one_off_run_id(task: str, now: datetime | None = None) -> str:

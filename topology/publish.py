@@ -9,9 +9,10 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
 from aiormq.exceptions import ChannelNotFoundEntity, PublishError
 
+from warren_cron.clock import utcnow
 from warren_cron.declare import PlanDeclarer, QueueType
 from warren_cron.delay import DelayDeclarer, delay_key, seconds_until
-from warren_cron.envelope import CONTENT_TYPE, Envelope, utcnow
+from warren_cron.envelope import CONTENT_TYPE, Envelope
 from warren_cron.errors import BrokerError
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan

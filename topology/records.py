@@ -23,7 +23,8 @@ import orjson
 from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.clock import utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.headers import (
     H_ATTEMPTS,
     H_ERROR,

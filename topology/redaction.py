@@ -1,7 +1,7 @@
 """Which HTTP headers carry secrets, and how a payload is shown to people without them.
 
 Failure records keep a webhook's headers as they were sent, so that a replay still works;
-everything that shows a record to a person (``failed.py``, the monitor's logs and alerts, the
+everything that shows a record to a person (``warren failed``, the monitor's logs and alerts, the
 dashboard) passes its payload through ``redact_payload`` first. A secret reference such as
 ``{"env": "API_TOKEN"}`` names where the secret lives, not the secret, and is shown as it is.
 """

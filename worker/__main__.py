@@ -1,4 +1,4 @@
-"""``python -m worker``: run the worker until SIGTERM or SIGINT."""
+"""``warren worker``: run the worker until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from warren_cron.worker.settings import WorkerSettings
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: everything else is configured with CRON_* variables."""
     return process_parser(
-        "python -m worker",
+        "warren worker",
         "Consume due tasks from RabbitMQ, run them, retry failures through dead-letter queues.",
         check="validate settings and import handler modules, then exit",
     ).parse_args(argv)

@@ -1,6 +1,6 @@
 """Adoption: a task published by hand gets a retry plan before it runs.
 
-The scheduler and ``enqueue.py`` publish each task with its retry plan as the routing key, and
+The scheduler and ``warren enqueue`` publish each task with its retry plan as the routing key, and
 the broker's dead-lettering walks that plan. A message published another way (the old
 runbook's ``rabbitmqadmin publish`` to the main queue through the default exchange, the
 management UI's "Publish message", or the tasks exchange with any other key) has none. Before

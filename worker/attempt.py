@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.clock import utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.errors import PermanentError, TaskError
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.registry import Registered, Registry

@@ -16,8 +16,9 @@ from aiormq.abc import DeliveredMessage
 
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
+from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.errors import MessageDecodeError
 from warren_cron.headers import H_REDELIVERED, attempt_number
 from warren_cron.history.publisher import HistoryPublisher
@@ -222,7 +223,7 @@ class Worker:
             plan = await self._adopter.adopt(message, envelope)
         except Exception as error:
             # Its key routes nowhere in the DLX, so the broker moves it to the failed queue,
-            # where ``failed.py replay`` gives it a plan: lost neither way.
+            # where ``warren failed replay`` gives it a plan: lost neither way.
             log.warning(
                 "not adopted; to the failed queue", run_id=envelope.run_id, error=repr(error)
             )

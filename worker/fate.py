@@ -22,7 +22,7 @@ from enum import Enum
 import structlog
 from aio_pika.abc import AbstractExchange
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.names import FAILED_KEY, FINAL_KEY
 from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, failure_record

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 
 
 class WorkerMetrics:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -73,8 +75,20 @@ default_registry = Registry()
 task = default_registry.task
 
 
+def with_working_directory() -> None:
+    """Put the working directory first on the import path, once."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
+
+
 def import_handler_modules(modules: Iterable[str]) -> None:
-    """Import each module so its ``@task`` decorators run; fail with the module's name."""
+    """Import each module so its ``@task`` decorators run; fail with the module's name.
+
+    The working directory is searched first, as ``python -m`` does: ``warren worker`` started
+    in an application's folder finds its handler modules (celery, dramatiq and arq do the same).
+    """
+    with_working_directory()
     for module in modules:
         try:
             importlib.import_module(module)

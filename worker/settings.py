@@ -11,7 +11,7 @@ from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rul
 
 
 class WorkerSettings(CronSettings):
-    """Settings of ``python -m worker``."""
+    """Settings of ``warren worker``."""
 
     prefetch: int = Field(
         32, ge=1, le=10_000, description="Deliveries held at once: the worker's concurrency."

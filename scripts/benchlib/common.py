@@ -21,9 +21,10 @@ from aio_pika.abc import AbstractConnection
 from pydantic import JsonValue
 
 from warren_cron.broker.exclusive import plain_connection
+from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.delay import delay_objects
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.names import FINAL_KEY, Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
@@ -157,12 +158,12 @@ def cron_env(bench: Bench, **extra: str) -> dict[str, str]:
 
 
 def worker_env(bench: Bench, prefetch: int, modules: str = "") -> dict[str, str]:
-    """Environment of ``python -m worker`` in the benchmark's namespace, INFO JSON logs."""
+    """Environment of ``warren worker`` in the benchmark's namespace, INFO JSON logs."""
     return cron_env(bench, CRON_PREFETCH=str(prefetch), CRON_HANDLER_MODULES=modules)
 
 
 def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: Path) -> Run:
-    """Start ``python -m worker``; clock from process start to its last attempt line."""
+    """Start ``warren worker``; clock from process start to its last attempt line."""
     log = workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
     with log.open("wb") as out:
         started = time.time()

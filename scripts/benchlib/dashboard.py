@@ -24,11 +24,11 @@ import aio_pika
 from benchlib.common import DEFAULTS, Bench, print_table, reap
 from benchlib.scheduling import schedules_text, start
 from benchlib.status import every_minute, fill, history
+from warren_cron.clock import utc_text
 from warren_cron.declare import declare_topology
 from warren_cron.failed.export import restored_message
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.store import read_records
-from warren_cron.schedules.timing import utc_text
 from warren_cron.testing.waits import until
 
 TARGET_SECONDS = 0.3
@@ -36,7 +36,7 @@ PORT = 18_088
 
 
 def record(index: int, schedules: int, now: datetime) -> dict[str, Any]:
-    """One exported failed record (as ``failed.py export`` writes it) of schedule ``s<n>``."""
+    """One exported failed record (as ``warren failed export`` writes it) of schedule ``s<n>``."""
     name = f"s{index % schedules}"
     at = now - timedelta(seconds=index)
     run_id = f"{name}@bench-{index}"

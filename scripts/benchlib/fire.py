@@ -1,6 +1,6 @@
 """``fire``: a burst of fires due in the same second, and the scheduler at rest.
 
-The burst runs ``python -m scheduler`` on N schedules that all fire at one whole minute (half
+The burst runs ``warren scheduler`` on N schedules that all fire at one whole minute (half
 cron with a few dozen expressions, half anchored intervals, like a real file), clocked from
 that second to the last confirmed fire: the scheduler logs each fire right after its
 confirm. Interleaved with it, a plain aio-pika publisher sends N messages the way most

@@ -3,7 +3,7 @@
 Both call the same local endpoint (``benchlib.endpoint``, its own process, keep-alive, answers
 ``200 ok``) with the same prefetch. The baseline is the fastest honest thing: ``queue.consume``
 with a callback that decodes the envelope with orjson, POSTs the payload's JSON with one shared
-``aiohttp.ClientSession`` and acks. Ours is ``python -m worker`` at INFO with JSON logs to a
+``aiohttp.ClientSession`` and acks. Ours is ``warren worker`` at INFO with JSON logs to a
 file. Rounds are interleaved; each contender runs once per prefetch in each round.
 
     python -m benchlib.http URL QUEUE PREFETCH COUNT     # the baseline, as its own process

@@ -44,9 +44,10 @@ def total_instructions(out: Path) -> int:
 
 
 def ours(bench: Bench, tasks: int, workdir: Path) -> int:
-    """``python -m worker`` under callgrind until ``tasks`` attempts, then SIGTERM."""
+    """``warren worker`` under callgrind until ``tasks`` attempts, then SIGTERM."""
     out, log = workdir / f"cg-ours-{tasks}.out", workdir / f"cg-ours-{tasks}.log"
-    command = [*CALLGRIND, f"--callgrind-out-file={out}", sys.executable, "-m", "warren_cron.worker"]
+    worker = [sys.executable, "-m", "warren_cron.worker"]
+    command = [*CALLGRIND, f"--callgrind-out-file={out}", *worker]
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=sink, stderr=subprocess.DEVNULL, env=worker_env(bench, 100)

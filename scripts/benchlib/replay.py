@@ -1,7 +1,7 @@
 """``replay``: moving failed records back to the tasks exchange, against a minimal loop.
 
 Each round fills the failed queue with N failure records, as the worker writes them, then
-times ``python scripts/failed.py replay --all`` from process start to exit. Interleaved with
+times ``warren failed replay --all`` from process start to exit. Interleaved with
 it, the same records are moved by a minimal loop (run as ``python -m benchlib.replay``):
 ``queue.iterator()`` at the same prefetch, each message published persistent, mandatory and
 confirmed to the tasks exchange, then acked. Same guarantee, nothing else.
@@ -23,10 +23,12 @@ import aio_pika
 
 from benchlib.common import DEFAULTS, ROOT, SEARCH_PATH, Bench, Run, cron_env, print_table
 from benchlib.scheduling import PLAN, PLAN_ENV
+from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.names import FAILED_KEY, Names
 from warren_cron.records import Failure, envelope_record
+from warren_cron.testing.processes import WARREN
 
 
 async def fill_failed(bench: Bench, count: int) -> None:
@@ -82,9 +84,9 @@ def run_process(args: list[str], bench: Bench, count: int) -> Run:
 
 
 def ours(bench: Bench, count: int) -> Run:
-    """``scripts/failed.py replay --all``."""
+    """``warren failed replay --all``."""
     asyncio.run(fill_failed(bench, count))
-    return run_process(["scripts/failed.py", "replay", "--all"], bench, count)
+    return run_process([WARREN, "failed", "replay", "--all"], bench, count)
 
 
 def raw(bench: Bench, count: int, prefetch: int) -> Run:

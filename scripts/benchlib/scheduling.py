@@ -80,7 +80,7 @@ def start_scheduler(
 
 
 def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[bytes]:
-    """Start ``python -m worker`` (``noop`` is built in); returns once it consumes."""
+    """Start ``warren worker`` (``noop`` is built in); returns once it consumes."""
     process = start(["-m", "warren_cron.worker"], bench, log, CRON_PREFETCH=str(prefetch))
     until(lambda: LineCounter(log, WORKER_STARTED)() > 0, 60)
     return process

@@ -1,12 +1,12 @@
-"""``status``: ``scripts/status.py`` over a day of history of 1,000 schedules firing every minute.
+"""``status``: ``warren status`` over a day of history of 1,000 schedules firing every minute.
 
 The history stream gets, for each minute of a day and each schedule, its ``fired`` and
 ``attempt`` events (one schedule in a hundred failing every run, with its ``failed`` event):
 about 2.9 million events, published as stream messages of 500 events each, as the
-processes' history publishers send them. The monitor (``python -m worker.monitor``) folds
+processes' history publishers send them. The monitor (``warren monitor``) folds
 the stream and stores its fold; that takes as long as it takes and is reported. With the
 monitor stopped and a fresh minute of events appended after its fold, ``python
-scripts/status.py --json`` is timed from process start to exit, as a user runs it, against
+warren status --json`` is timed from process start to exit, as a user runs it, against
 the target of 3 s. ``--cold`` also times one run without the monitor's fold, which folds
 the whole stream.
 """
@@ -29,10 +29,11 @@ import orjson
 
 from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table, reap
 from benchlib.scheduling import schedules_text, start
+from warren_cron.clock import utc_text
 from warren_cron.history.events import encode, event
 from warren_cron.history.snapshot import read_fold
 from warren_cron.history.stream import declare_history
-from warren_cron.schedules.timing import utc_text
+from warren_cron.testing.processes import WARREN
 from warren_cron.testing.waits import until
 
 TARGET_SECONDS = 3.0
@@ -130,10 +131,10 @@ def monitor_fold(bench: Bench, env: dict[str, str], last: int, workdir: Path) ->
 
 
 def timed_status(env: dict[str, str], rows: int) -> float:
-    """Seconds of one ``python scripts/status.py --json``, from start to exit."""
+    """Seconds of one ``warren status --json``, from start to exit."""
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "scripts/status.py", "--json"],
+        [sys.executable, WARREN, "status", "--json"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -141,12 +142,12 @@ def timed_status(env: dict[str, str], rows: int) -> float:
     )
     seconds = time.monotonic() - started
     if result.returncode != 0 or len(orjson.loads(result.stdout)) != rows:
-        raise RuntimeError(f"status.py exited {result.returncode}: {result.stderr[-2000:]!r}")
+        raise RuntimeError(f"warren status exited {result.returncode}: {result.stderr[-2000:]!r}")
     return seconds
 
 
 def status(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
-    """status.py with the monitor's fold and a fresh tail, against the 3 s target."""
+    """warren status with the monitor's fold and a fresh tail, against the 3 s target."""
     path = workdir / "status-schedules.toml"
     path.write_text(schedules_text(args.schedules, every_minute, datetime.now(UTC)))
     env = cron_env(bench, CRON_SCHEDULES_FILE=str(path), CRON_LOG_LEVEL="WARNING")
@@ -164,17 +165,17 @@ def status(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, A
         cold.append(timed_status(env, args.schedules))
     events = (args.minutes + 1) * per_minute(args.schedules)
     print_table(
-        f"status.py --json: {args.schedules:,} schedules, {args.minutes:,} minutes of history "
+        f"warren status --json: {args.schedules:,} schedules, {args.minutes:,} minutes of history "
         f"(~{events / 1e6:.1f} M events, {size / 1e6:,.0f} MB in {messages:,} messages)",
         [
-            ("status.py seconds", runs),
+            ("warren status seconds", runs),
             ("ratio to the 3 s target", [r / TARGET_SECONDS for r in runs]),
             ("fill: events/s", [events / fill_seconds]),
             ("monitor to stored fold, s", [monitor.seconds]),
             ("monitor fold: events/s", [events / monitor.seconds]),
             ("monitor CPU s", [monitor.cpu_seconds]),
             ("monitor peak RSS MB", [monitor.peak_rss_mb]),
-            *([("status.py without a fold: s", cold)] if cold else []),
+            *([("warren status without a fold: s", cold)] if cold else []),
         ],
     )
     return {

@@ -11,7 +11,7 @@ import pytest
 
 from tests.faults.harness import FaultScenario
 from tests.webhook import Endpoint, serve
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.testing.ledger import Fate
 from warren_cron.testing.workload import ledger_envelope
 

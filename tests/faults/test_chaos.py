@@ -5,13 +5,15 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.faults.harness import FaultScenario
 from warren_cron.plan import RetryPlan
 from warren_cron.testing.driver import FAULTS, Chaos, ChaosConfig
-from warren_cron.testing.processes import ROOT
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.faults

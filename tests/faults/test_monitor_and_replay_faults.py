@@ -16,7 +16,7 @@ from warren_cron.failed.select import RecordFilter
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.ledger import Fate
 from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.processes import Proc
+from warren_cron.testing.processes import WARREN, Proc
 from warren_cron.testing.waits import eventually
 from warren_cron.testing.workload import ledger_envelope
 
@@ -67,7 +67,7 @@ async def test_a_broker_killed_during_a_replay_loses_no_task(
     await scenario.broker.wait_depth(scenario.names.failed_queue, len(tasks), timeout=60)
     flag.unlink()  # the cause is fixed: replayed tasks now succeed
     replay = scenario.procs.spawn(
-        ["scripts/failed.py", "replay", "--all", "--rate", "50"],
+        [WARREN, "failed", "replay", "--all", "--rate", "50"],
         '"replayed"',
         **scenario.worker_env(),
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario, Judged
-from warren_cron.schedules.timing import utc_text
+from warren_cron.clock import utc_text
 from warren_cron.testing.ledger import Report
 from warren_cron.testing.processes import Proc
 from warren_cron.testing.waits import eventually
@@ -36,7 +36,7 @@ STANDING_BY = '"standing by: another scheduler leads"'
 
 
 def spawn_scheduler(scenario: Judged, path: Path, ready: str = LEADING, **extra: str) -> Proc:
-    """A ``python -m scheduler`` on the scenario's namespace with quick failover."""
+    """A ``warren scheduler`` on the scenario's namespace with quick failover."""
     return scenario.procs.spawn(
         ["-m", "warren_cron.scheduler"],
         ready,

@@ -1,6 +1,6 @@
 """Depth, consumers and age of the oldest message of each queue of a namespace, over AMQP.
 
-``queues.py`` prints these rows and the dashboard's overview shows them. The age is that of
+``warren queues`` prints these rows and the dashboard's overview shows them. The age is that of
 the head message, counted from the latest time it carries (dead-lettering, failure, replay or
 schedule time), so it is approximate. AMQP cannot list queues: the retry queues are those of
 the plan keys given.

@@ -1,4 +1,4 @@
-"""Enqueue one task: ``python scripts/enqueue.py TASK --payload JSON [--delay 90s | --at TIME]``.
+"""Enqueue one task: ``warren enqueue TASK --payload JSON [--delay 90s | --at TIME]``.
 
 Prints its run id once the broker confirmed it. A command line over ``topology.client``: the
 retry plan comes from CRON_* settings unless --max-retries, --delay-ms or --multiplier say
@@ -110,14 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(CronSettings)
         done = asyncio.run(enqueue(settings, args.task, args.payload, options_of(args, settings)))
     except (ConfigError, UsageError) as error:
-        print(f"enqueue.py: error: {error}", file=sys.stderr)
+        print(f"warren enqueue: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BROKER_ERRORS as error:
-        print(f"enqueue.py: {error}", file=sys.stderr)
+        print(f"warren enqueue: {error}", file=sys.stderr)
         return EXIT_BROKER
     print(done.run_id)
     if not done.created:
-        print("enqueue.py: this key was enqueued before; nothing sent", file=sys.stderr)
+        print("warren enqueue: this key was enqueued before; nothing sent", file=sys.stderr)
     return EXIT_OK
 
 

@@ -1,9 +1,9 @@
-"""Inspect and recover failed tasks: ``python scripts/failed.py list|show|replay|purge|export``.
+"""Inspect and recover failed tasks: ``warren failed list|show|replay|purge|export``.
 
 The failed queue is the store of record: ``list``, ``show`` and ``export`` read it without
 removing anything (records go back in order); only ``replay`` and ``purge`` take records
 out, and only those matching the filters; each record they move or delete is written to the
-run history (``history.py``). Exit codes: 0 all went well, 1 some records could not be moved
+run history (``warren history``). Exit codes: 0 all went well, 1 some records could not be moved
 (or none matched, or the purge was declined), 2 usage error, 3 broker trouble.
 """
 
@@ -115,7 +115,7 @@ async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
         settings, lambda conn, names: read_records(conn, names, selection(args))
     )
     if not records:
-        print(f"failed.py: no failed record with run id {args.run_id!r}", file=sys.stderr)
+        print(f"warren failed: no failed record with run id {args.run_id!r}", file=sys.stderr)
         return EXIT_PARTIAL
     if args.json:
         shown = [shown_record(r) for r in records]
@@ -249,16 +249,16 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(CronSettings)
         validate(args, settings)
     except (SettingsError, UsageError, PlanError, ValueError) as error:
-        print(f"failed.py: error: {error}", file=sys.stderr)
+        print(f"warren failed: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
     try:
         return asyncio.run(COMMANDS[args.command](settings, args))
     except UsageError as error:
-        print(f"failed.py: error: {error}", file=sys.stderr)
+        print(f"warren failed: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (BrokerUnavailable, TopologyError) as error:
-        print(f"failed.py: {error}", file=sys.stderr)
+        print(f"warren failed: {error}", file=sys.stderr)
         return EXIT_BROKER
 
 

@@ -1,4 +1,4 @@
-"""The command line of ``scripts/failed.py``: subcommands, their options, and the filters."""
+"""The command line of ``warren failed``: subcommands, their options, and the filters."""
 
 from __future__ import annotations
 

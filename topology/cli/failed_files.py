@@ -1,4 +1,4 @@
-"""The files of ``failed.py``: exports written and synced to disk, and read back checked whole.
+"""The files of ``warren failed``: exports written and synced to disk, and read back checked whole.
 
 An export made before a purge may be the only copy of the records purged, so a file is never
 overwritten and is on the disk before the first record is removed; a file to ``restore`` is

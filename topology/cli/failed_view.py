@@ -1,4 +1,4 @@
-"""How ``failed.py`` shows records to people: a table, and one record in full."""
+"""How ``warren failed`` shows records to people: a table, and one record in full."""
 
 from __future__ import annotations
 

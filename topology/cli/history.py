@@ -1,4 +1,4 @@
-"""Run history: ``python scripts/history.py [list]`` and ``history.py show RUN_ID``.
+"""Run history: ``warren history [list]`` and ``warren history show RUN_ID``.
 
 ``list`` (the default) prints the newest runs, one line each; ``show`` the whole story of
 one run. Both read the stream ``<ns>_history`` and change nothing. Exit codes: 0 done, 1 no
@@ -124,7 +124,7 @@ async def cmd_show(
     run = await one_run(connection, stream, args.run_id, start)
     if run is None:
         print(
-            f"history.py: no events for run {args.run_id!r} (history keeps "
+            f"warren history: no events for run {args.run_id!r} (history keeps "
             "CRON_HISTORY_MAX_AGE; try --since)",
             file=sys.stderr,
         )
@@ -145,7 +145,7 @@ async def with_history(
     async with connection:
         if await counts(connection, names.history_stream) is None:
             print(
-                f"history.py: there is no history stream {names.history_stream!r} on "
+                f"warren history: there is no history stream {names.history_stream!r} on "
                 f"{settings.safe_url}: nothing in CRON_NAMESPACE {settings.namespace!r} has "
                 "written history yet (workers and the scheduler declare it when they start; "
                 "check CRON_NAMESPACE)",
@@ -163,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(CronSettings)
         since = since_of(args)
     except (SettingsError, UsageError, ValueError) as error:
-        print(f"history.py: error: {error}", file=sys.stderr)
+        print(f"warren history: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
-    return run_command("history.py", with_history(settings, args, since))
+    return run_command("warren history", with_history(settings, args, since))
 
 
 if __name__ == "__main__":

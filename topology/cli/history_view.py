@@ -1,4 +1,4 @@
-"""How ``history.py`` shows runs to people: a table of runs, and one run's timeline."""
+"""How ``warren history`` shows runs to people: a table of runs, and one run's timeline."""
 
 from __future__ import annotations
 

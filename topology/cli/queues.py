@@ -87,16 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         for key in args.plan:
             RetryPlan.from_key(key)
     except (SettingsError, PlanError) as error:
-        print(f"queues.py: error: {error}", file=sys.stderr)
+        print(f"warren queues: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
         rows = asyncio.run(report(settings, args.plan))
     except BrokerUnavailable as error:
-        print(f"queues.py: {error}", file=sys.stderr)
+        print(f"warren queues: {error}", file=sys.stderr)
         return EXIT_BROKER
     if not rows:
         print(
-            f"queues.py: error: no queue of namespace {settings.namespace!r} on "
+            f"warren queues: error: no queue of namespace {settings.namespace!r} on "
             f"{settings.safe_url}; check CRON_NAMESPACE and CRON_AMQP_URL",
             file=sys.stderr,
         )

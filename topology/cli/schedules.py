@@ -1,4 +1,4 @@
-"""Control schedules at run time: ``python scripts/schedules.py list|trigger|pause|resume``.
+"""Control schedules at run time: ``warren schedules list|trigger|pause|resume``.
 
 ``pause`` and ``resume`` append a command to the stream ``<ns>_control``, the durable pause
 state, which whichever scheduler leads applies within a second, through restarts and
@@ -21,7 +21,7 @@ from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import (
     ScheduleError,
     SettingsError,
@@ -35,7 +35,6 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, load_schedules
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import utc_text
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -212,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         context = Context(settings, load_schedules(settings.schedules_file, settings))
         validate(args, context)
     except (SettingsError, ScheduleError, UsageError) as error:
-        print(f"schedules.py: error: {error}", file=sys.stderr)
+        print(f"warren schedules: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
-    return run_command("schedules.py", COMMANDS[args.command](context, args))
+    return run_command("warren schedules", COMMANDS[args.command](context, args))
 
 
 if __name__ == "__main__":

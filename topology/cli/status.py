@@ -19,8 +19,8 @@ import orjson
 
 from warren_cron.broker.connect import connect
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
+from warren_cron.clock import utcnow
 from warren_cron.durations import relative
-from warren_cron.envelope import utcnow
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.history.snapshot import current_status
 from warren_cron.history.status import StatusFold
@@ -44,7 +44,7 @@ HEAD = (
 )
 
 NO_FOLD = (
-    "status.py: no status fold in the broker: the monitor (python -m worker.monitor) is not "
+    "warren status: no status fold in the broker: the monitor (warren monitor) is not "
     "running or has not written one yet; folded the whole history stream"
 )
 
@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, settings, schedules = load(argv)
     except (SettingsError, ScheduleError) as error:
-        print(f"status.py: error: {error}", file=sys.stderr)
+        print(f"warren status: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return run_command("status.py", report(settings, schedules, args.json))
+    return run_command("warren status", report(settings, schedules, args.json))
 
 
 async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:

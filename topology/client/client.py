@@ -11,8 +11,9 @@ from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.client.keys import KeyClaims
 from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
+from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher

@@ -1,4 +1,4 @@
-"""Failed records as JSON lines: what ``failed.py export`` writes and ``restore`` reads.
+"""Failed records as JSON lines: what ``warren failed export`` writes and ``restore`` reads.
 
 The form is lossless: a body that is not UTF-8 is kept as base64, header values are turned
 into JSON values, and a restored record reads the same as the exported one on any broker.

@@ -33,8 +33,8 @@ from aiormq.exceptions import DeliveryError
 
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.inspect import fingerprint, holding
+from warren_cron.clock import utcnow
 from warren_cron.declare import PlanDeclarer, declare_topology
-from warren_cron.envelope import utcnow
 from warren_cron.errors import BROKER_TROUBLE, BrokerUnavailable
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.tally import Progress, Tally

@@ -2,10 +2,10 @@
 
 ::
 
-    scheduler ─ fired, skipped, triggered ─┐
-    worker ──── attempt, failed ───────────┼─▶ (<ns>_history) stream ─▶ history.py, status.py,
-    scripts ─── replayed, purged ──────────┤                            monitor (status fold)
-    schedules.py ─ paused, resumed ────────┘   (and <ns>_control for the pause state itself)
+    scheduler ──── fired, skipped, triggered ─┐
+    worker ─────── attempt, failed ───────────┼─▶ (<ns>_history) stream ─▶ warren history,
+    warren failed ─ replayed, purged ─────────┤        warren status, monitor (status fold)
+    warren schedules ─ paused, resumed ───────┘   (and <ns>_control for the pause state itself)
 
 History is observability, not the store of record: events are buffered, published in
 batches, and dropped (and counted, then reported in the stream once it takes events again)

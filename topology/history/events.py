@@ -36,13 +36,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from warren_cron.clock import now_text
+from warren_cron.clock import now_text, utc_text
 from warren_cron.runtime.settings import redact_urls
-from warren_cron.schedules.timing import utc_text
 
 if TYPE_CHECKING:
     from warren_cron.records import FailedRecord
-    from warren_cron.schedules.schedule import Schedule
 
 SCHEMA = 1
 EventType = Literal[
@@ -104,20 +102,6 @@ def record_event(
     whoever runs this)."""
     ids = {"run_id": record.run_id, "schedule": record.schedule, "task": record.task}
     return event(kind, at=at, **ids, by=by or who(), **fields)
-
-
-def fire_event(
-    kind: EventType, schedule: Schedule, run_id: str, scheduled_for: str, **fields: Any
-) -> dict[str, Any]:
-    """An event of one run of ``schedule`` (``fired``, ``triggered``, ``skipped``)."""
-    return event(
-        kind,
-        run_id=run_id,
-        schedule=schedule.name,
-        task=schedule.spec.task,
-        scheduled_for=scheduled_for,
-        **fields,
-    )
 
 
 def encode(events: list[dict[str, Any]]) -> bytes:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.history.events import decode, last_time, mention
 from warren_cron.history.reader import Start, read_messages, read_stream
 from warren_cron.history.runs import SETTLED, Run, fold_runs, run_time

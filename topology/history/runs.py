@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
-from warren_cron.schedules.timing import utc_text
 
 RUNNING = "running"
-#: Every outcome a run can have, for filters (``history.py --outcome``).
+#: Every outcome a run can have, for filters (``warren history --outcome``).
 OUTCOMES = (RUNNING, "retrying", "succeeded", "failed", "lock-contended", "replaced", "skipped")
 #: Outcomes after which nothing more happens to a run unless someone replays it.
 ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
@@ -81,7 +81,7 @@ class Run:
         return (self.ended_at - begin).total_seconds()
 
     def summary(self) -> dict[str, Any]:
-        """The run in one JSON object, as ``history.py --json`` lists it."""
+        """The run in one JSON object, as ``warren history --json`` lists it."""
         return {
             "run_id": self.run_id,
             "schedule": self.schedule,
@@ -96,7 +96,7 @@ class Run:
         }
 
     def story(self) -> dict[str, Any]:
-        """The run with every event, as ``history.py show --json`` prints it."""
+        """The run with every event, as ``warren history show --json`` prints it."""
         return {**self.summary(), "events": [_story_event(e) for e in self.in_time_order()]}
 
     def in_time_order(self) -> list[Event]:

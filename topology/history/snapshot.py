@@ -26,7 +26,7 @@ CONFLICT_HINT = (
 
 def status_store(channel: AbstractChannel, names: Names, queue_type: QueueType) -> LatestMessage:
     """The queue ``<ns>_status`` on ``channel`` (which needs publisher confirms to write)."""
-    # Every status.py call reads it with a get and a return: on quorum queues each return
+    # Every warren status call reads it with a get and a return: on quorum queues each return
     # counts toward the delivery limit, and the fold must not be dropped for being read.
     args = queue_arguments(queue_type, max_length=1, delivery_limit=UNLIMITED_DELIVERIES)
     return LatestMessage(channel, names.status_queue, args)

@@ -1,6 +1,6 @@
 """The status of each schedule, folded from history events into a few values per schedule.
 
-``status.py`` answers from this fold instead of reading days of events: the monitor keeps it
+``warren status`` answers from this fold instead of reading days of events: the monitor keeps it
 current and stores it (``topology/history/snapshot.py``) with the stream offset it covers, so
 a reader only folds the events after that offset. Each run goes through the outcome rules of
 ``topology/history/runs.py``. The fold keeps only the runs that count: those retrying now and
@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
+from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
 from warren_cron.history.runs import Run
-from warren_cron.schedules.timing import utc_text
 
 #: Version of the stored fold: a reader of another version starts afresh.
 FORMAT = 1

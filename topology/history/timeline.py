@@ -1,6 +1,6 @@
 """One run's story as steps: each event in time order, what it says, and the wait before it.
 
-``history.py show`` prints these steps as lines and the dashboard's run page as a timeline.
+``warren history show`` prints these steps as lines and the dashboard's run page as a timeline.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m worker.monitor``: log and alert on failed tasks until SIGTERM or SIGINT."""
+"""``warren monitor``: log and alert on failed tasks until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ log = structlog.get_logger("monitor")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: everything else is configured with CRON_* variables."""
     return process_parser(
-        "python -m worker.monitor",
+        "warren monitor",
         "Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped and rate "
         "limited; alert on a deep failed queue, on stalled retry queues and on schedules with "
         "no success within their expect_success_within; keep the status fold of the history.",

@@ -20,8 +20,8 @@ import structlog
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren_cron.broker.connect import connect
+from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import utcnow
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.dashboard import Dashboard
@@ -38,7 +38,7 @@ log = structlog.get_logger("monitor")
 #: Copies held at once; each is handled in microseconds, so a burst drains quickly.
 PREFETCH = 200
 #: The status fold is stored at least this often while it changes (more often with a shorter
-#: CRON_MONITOR_INTERVAL_SECONDS): status.py folds only the events after it.
+#: CRON_MONITOR_INTERVAL_SECONDS): warren status folds only the events after it.
 SAVE_SECONDS = 5.0
 
 

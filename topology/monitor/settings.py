@@ -8,7 +8,7 @@ from warren_cron.runtime.settings import CronSettings
 
 
 class MonitorSettings(CronSettings):
-    """Settings of ``python -m worker.monitor``."""
+    """Settings of ``warren monitor``."""
 
     alert_webhook_url: HttpUrl | None = Field(
         None,

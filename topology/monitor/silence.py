@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from warren_cron.clock import utc_text
 from warren_cron.history.status import ScheduleState
 from warren_cron.monitor.alerts import Condition
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import utc_text
 
 
 class SuccessWatch:
@@ -63,7 +63,7 @@ def _detail(schedule: Schedule, state: ScheduleState, expected: bool) -> str:
     if state.silent:
         return (
             f"schedule {name} has had no successful run within {within} (last success: "
-            f"{last}); see scripts/status.py"
+            f"{last}); see warren status"
         )
     if not expected:
         return f"schedule {name} is paused or disabled: no success expected"

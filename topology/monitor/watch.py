@@ -72,7 +72,7 @@ class QueueWatch:
         state = "holds" if depth > threshold else "is back to"
         detail = (
             f"failed queue {self.names.failed_queue} {state} {depth} message(s) "
-            f"(threshold {threshold}); see scripts/failed.py list"
+            f"(threshold {threshold}); see warren failed list"
         )
         return self._change(DEEP_FAILED_QUEUE, depth > threshold, detail)
 

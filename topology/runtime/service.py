@@ -1,7 +1,7 @@
 """What the long-running processes' entry points share: command line, exit codes, start-up
 errors, signals.
 
-``python -m worker``, ``python -m scheduler`` and ``python -m worker.monitor`` each build their
+``warren worker``, ``warren scheduler`` and ``warren monitor`` each build their
 command line with ``process_parser`` and load their own settings, then hand the service to
 ``run_service`` inside ``run_process``.
 """

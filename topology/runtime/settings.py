@@ -77,7 +77,7 @@ class CronSettings(BaseSettings):
     schedules_file: Path = Field(
         Path("schedules.toml"),
         description="TOML file of schedules (see examples/): the scheduler runs them; the "
-        "monitor and failed.py read their retry plans.",
+        "monitor and warren failed read their retry plans.",
     )
     amqp_url: str = Field(
         "amqp://guest:guest@localhost:5672/",

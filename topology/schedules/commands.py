@@ -1,4 +1,4 @@
-"""Trigger, pause and resume a schedule: what ``schedules.py`` and the dashboard both do.
+"""Trigger, pause and resume a schedule: what ``warren schedules`` and the dashboard both do.
 
 Each command says who asked (``by``) and may say why (``reason``); each writes its event to
 the history. Pause and resume append to the control stream, the pause state itself, and
@@ -10,16 +10,15 @@ from __future__ import annotations
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import publish_channel
+from warren_cron.clock import utc_text, utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import utcnow
-from warren_cron.history.events import event, fire_event
+from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.publish import TaskPublisher
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause, read_pauses, send_command
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import utc_text
 
 
 async def trigger(
@@ -41,9 +40,8 @@ async def trigger(
     finally:
         await channel.close()
     # Stamped with the trigger's time: the run may end before the confirm comes back.
-    fired = fire_event(
+    fired = schedule.event(
         "triggered",
-        schedule,
         envelope.run_id,
         utc_text(now),
         at=now,

@@ -5,22 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 import orjson
 
+from warren_cron.clock import json_time, utc_text
 from warren_cron.envelope import Envelope
+from warren_cron.history.events import EventType, event
 from warren_cron.plan import RetryPlan
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.spec import ScheduleSpec
-from warren_cron.schedules.timing import (
-    EPOCH,
-    IntervalTiming,
-    Timing,
-    cron_timing,
-    json_time,
-    parse_interval,
-    utc_text,
-)
+from warren_cron.schedules.timing import EPOCH, IntervalTiming, Timing, cron_timing, parse_interval
 
 _TICK = timedelta(microseconds=1)
 
@@ -70,6 +65,19 @@ class Schedule:
     def manual_run_id(self, now: datetime) -> str:
         """Id of a run triggered by hand: ``<name>@manual-<UTC time>``."""
         return f"{self.name}@manual-{utc_text(now)}"
+
+    def event(
+        self, kind: EventType, run_id: str, scheduled_for: str, **fields: Any
+    ) -> dict[str, Any]:
+        """A history event of one run of this schedule (``fired``, ``triggered``, ``skipped``)."""
+        return event(
+            kind,
+            run_id=run_id,
+            schedule=self.name,
+            task=self.spec.task,
+            scheduled_for=scheduled_for,
+            **fields,
+        )
 
     def envelope(self, fire: datetime, run_id: str | None = None) -> Envelope:
         """The task message of one fire (of a run triggered by hand: with its ``run_id``)."""

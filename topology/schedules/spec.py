@@ -15,11 +15,12 @@ from pydantic import (
     model_validator,
 )
 
+from warren_cron.clock import utc_text
 from warren_cron.durations import parse_ms
 from warren_cron.errors import PermanentError
 from warren_cron.plan import MAX_DELAY_MS, RetryPlan
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.schedules.timing import cron_timing, load_zone, parse_interval, utc_text
+from warren_cron.schedules.timing import cron_timing, load_zone, parse_interval
 from warren_cron.webhook import parse_request
 
 Concurrency = Literal["Allow", "Forbid", "Replace"]

@@ -1,6 +1,6 @@
 """Each schedule's status row: the schedules file joined with the history fold and the pauses.
 
-``status.py`` prints these rows and the dashboard's schedules page shows them: one source,
+``warren status`` prints these rows and the dashboard's schedules page shows them: one source,
 two faces.
 """
 
@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from warren_cron.clock import utc_text
 from warren_cron.history.status import ScheduleState, StatusFold
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.load import ScheduleSet
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.timing import utc_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from warren_cron.clock import utc_text
 from warren_cron.durations import for_people, parse_ms
 from warren_cron.errors import TimingError
 
@@ -199,17 +200,3 @@ def _wall(instant: datetime, offset: timedelta) -> datetime:
 
 def _instant(wall: datetime, offset: timedelta) -> datetime:
     return (wall - offset).replace(tzinfo=UTC)
-
-
-# Cached: a burst of fires shares one fire time, and each fire spells it several times.
-@lru_cache(maxsize=256)
-def utc_text(moment: datetime) -> str:
-    """``2024-03-10T07:00:00Z``: the UTC spelling used in run ids and logs."""
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return f"{text}Z"
-
-
-@lru_cache(maxsize=256)
-def json_time(moment: datetime) -> str:
-    """``2024-03-10T07:00:00Z`` or ``…:00.250000Z``: how the envelope's JSON spells a time."""
-    return f"{moment.astimezone(UTC).replace(tzinfo=None).isoformat()}Z"

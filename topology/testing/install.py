@@ -1,6 +1,6 @@
 """Which RabbitMQ a private node runs: the installed ``rabbitmq-server`` (3.x) or, with
-``WARREN_RABBITMQ=4``, the RabbitMQ 4.0 root that ``scripts/rabbitmq4.sh`` builds and caches,
-run in a chroot."""
+``WARREN_RABBITMQ=4``, the RabbitMQ 4.0 root that ``rabbitmq4.sh`` (beside this module) builds
+and caches, run in a chroot."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
-SCRIPTS = Path(__file__).resolve().parent.parent
+#: Builds and mounts the 4.x root; shipped beside this module.
+ROOT_SCRIPT = Path(__file__).with_name("rabbitmq4.sh")
 
 
 def release() -> str:
@@ -33,13 +34,13 @@ class Install:
         if version != "4":
             raise BrokerNodeError(f"WARREN_RABBITMQ={version!r}: give 3 or 4")
         built = subprocess.run(
-            ["bash", str(SCRIPTS / "rabbitmq4.sh"), "root"],
+            ["bash", str(ROOT_SCRIPT), "root"],
             capture_output=True,
             text=True,
             timeout=900,
         )
         if built.returncode != 0:
-            raise BrokerNodeError(f"scripts/rabbitmq4.sh root failed:\n{built.stderr[-2000:]}")
+            raise BrokerNodeError(f"{ROOT_SCRIPT} root failed:\n{built.stderr[-2000:]}")
         return cls(Path(built.stdout.strip().splitlines()[-1]))
 
     def command(self, program: str, *args: str) -> list[str]:

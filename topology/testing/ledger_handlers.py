@@ -18,8 +18,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from warren_cron.errors import PermanentError
 from warren_cron.testing.ledger import Ledger
-from warren_cron.worker import PermanentError, TaskContext
+from warren_cron.worker.context import TaskContext
 
 LEDGER_ENV = "WARREN_TEST_LEDGER"
 

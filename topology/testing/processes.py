@@ -17,8 +17,8 @@ from pathlib import Path
 
 from warren_cron.testing.waits import NeverHappened, eventually
 
-SCRIPTS = Path(__file__).resolve().parents[1]
-ROOT = SCRIPTS.parent
+#: The ``warren`` console script installed beside the interpreter running this.
+WARREN = str(Path(sys.executable).with_name("warren"))
 _numbers = itertools.count(1)
 #: The log line of a worker that has connected and consumes.
 WORKER_READY = '"worker started"'
@@ -29,14 +29,14 @@ class ProcessError(RuntimeError):
 
 
 class Proc:
-    """One project process (``python -m worker`` and the like) with its log file."""
+    """One project process (``warren worker`` and the like) with its log file."""
 
     def __init__(self, args: list[str], env: Mapping[str, str], logs: Path, ready: str) -> None:
         self.log_path = logs / f"{Path(args[-1]).stem}-{next(_numbers)}.log"
         self.ready_line = ready
         with self.log_path.open("wb") as out:
             self.popen = subprocess.Popen(
-                [sys.executable, *args], cwd=ROOT, env=dict(env), stdout=out, stderr=out
+                [sys.executable, *args], env=dict(env), stdout=out, stderr=out
             )
 
     @property
@@ -107,7 +107,7 @@ class Procs:
         return proc
 
     async def worker(self, **extra: str) -> Proc:
-        """A ``python -m worker`` that has connected and consumes."""
+        """A ``warren worker`` that has connected and consumes."""
         return await self.spawn(["-m", "warren_cron.worker"], WORKER_READY, **extra).ready()
 
     def kill_all(self) -> None:
@@ -132,7 +132,5 @@ def base_env(url: str, namespace: str, ledger: Path, queue_type: str = "classic"
         CRON_PREFETCH="8",
         WARREN_TEST_LEDGER=str(ledger),
         PYTHONUNBUFFERED="1",
-        # The ledger tasks live beside the scripts, which are no installed package.
-        PYTHONPATH=os.pathsep.join(filter(None, [str(SCRIPTS), os.environ.get("PYTHONPATH")])),
     )
     return env

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from warren_cron.testing.ledger_handlers import LedgerHandler
-from warren_cron.worker import task
+from warren_cron.worker.registry import task
 
 #: The task every fault test publishes; its payload says how the attempt behaves.
 TASK = "ledgered"

@@ -6,7 +6,8 @@ import random
 import uuid
 from typing import Any
 
-from warren_cron.envelope import Envelope, utcnow
+from warren_cron.clock import utcnow
+from warren_cron.envelope import Envelope
 from warren_cron.testing.ledger import Fate, Report
 from warren_cron.testing.worker_tasks import TASK
 

@@ -3,10 +3,10 @@
 The failed queue stays the store of record; this is a copy for reading. Reading ten thousand
 records takes seconds, far too long for a page, so the index reads the queue when the
 dashboard starts, after each of its own replays and purges, and every
-``CRON_DASHBOARD_REFRESH_SECONDS`` (for what ``failed.py`` changed meanwhile). Between reads
+``CRON_DASHBOARD_REFRESH_SECONDS`` (for what ``warren failed`` changed meanwhile). Between reads
 it adds each record the monitor consumes from its copy queue, so a new failure shows at once.
 
-While it reads, the index holds the records unacked on its channel; a ``failed.py replay`` or
+While it reads, the index holds the records unacked on its channel; a ``warren failed replay`` or
 ``purge`` run at that moment skips them. The dashboard's own actions wait for the read.
 """
 
@@ -19,7 +19,7 @@ from datetime import datetime
 import structlog
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.store import read_records

@@ -5,7 +5,7 @@ install takes seconds. The dashboard already follows the last day of history (fo
 overview's counters), so it folds the runs it sees as well and keeps a bounded few: the last
 ``PER_SCHEDULE`` runs of each schedule, and up to ``NOTABLE`` runs that did not simply
 succeed (failed, retried, triggered, skipped, replayed or purged). A run whose start it saw is
-shown from memory; any other is read from the stream, as ``history.py show`` does.
+shown from memory; any other is read from the stream, as ``warren history show`` does.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import COOKIE, Auth
 

@@ -17,7 +17,7 @@ import structlog
 from aio_pika.abc import AbstractRobustConnection
 from aiohttp import web
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower

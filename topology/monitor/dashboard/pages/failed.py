@@ -1,4 +1,4 @@
-"""``/failed``: the failed queue paged and filtered like ``failed.py list``, a record in full,
+"""``/failed``: the failed queue paged and filtered like ``warren failed list``, a record in full,
 and replay or purge of one record or of a filter's matches (a count first, then a confirm)."""
 
 from __future__ import annotations

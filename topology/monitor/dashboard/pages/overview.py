@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren_cron.broker.depths import queue_rows
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
 from warren_cron.plan import format_delay

@@ -1,4 +1,4 @@
-"""``/runs``: the newest runs the dashboard keeps (see ``recent.py``), as ``history.py`` lists
+"""``/runs``: the newest runs the dashboard keeps (see ``recent.py``), as ``warren history`` lists
 them; ``/runs/<id>``: one run's story."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``/schedules``: the status table of ``status.py``, with trigger, pause and resume."""
+"""``/schedules``: the status table of ``warren status``, with trigger, pause and resume."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from warren_cron.envelope import utcnow
+from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of

@@ -3,12 +3,12 @@
 # built once with debootstrap and cached outside the clone, nodes run in a chroot on their
 # own ports.
 #
-#   scripts/rabbitmq4.sh root      build the root if missing (needs root), mount /proc and
+#   rabbitmq4.sh root              build the root if missing (needs root), mount /proc and
 #                                  /dev in it, print its path
-#   scripts/rabbitmq4.sh unmount   unmount them again (when no 4.x node runs any more)
+#   rabbitmq4.sh unmount           unmount them again (when no 4.x node runs any more)
 #
-# scripts/chaoslib/install.py asks for the root (WARREN_RABBITMQ=4); nodes are started and
-# stopped by scripts/chaoslib/private_broker.py.
+# warren_cron.testing.install asks for the root (WARREN_RABBITMQ=4); nodes are started and
+# stopped by warren_cron.testing.private_broker.
 #
 # WARREN_RABBITMQ4_ROOT chooses the cache directory (default /var/cache/warren/rabbitmq4).
 set -euo pipefail

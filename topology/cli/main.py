@@ -1,0 +1,90 @@
+"""``warren``: one command for every process and ops tool.
+
+Each subcommand is a module with ``main(argv) -> int``, loaded only when it runs, so
+``warren monitor`` imports none of the worker's modules and ``warren --help`` imports none
+of the broker's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import NamedTuple, cast
+
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE
+
+DISTRIBUTION = "warren-cron"
+
+
+class Subcommand(NamedTuple):
+    """Where a subcommand's ``main`` lives and what it does, in one line."""
+
+    module: str
+    summary: str
+
+
+SUBCOMMANDS = {
+    "worker": Subcommand("warren_cron.worker.__main__", "consume due tasks and run them"),
+    "scheduler": Subcommand("warren_cron.scheduler.__main__", "publish each schedule's fires"),
+    "monitor": Subcommand("warren_cron.monitor.__main__", "log and alert on failed tasks"),
+    "enqueue": Subcommand("warren_cron.cli.enqueue", "enqueue one task, now or later"),
+    "failed": Subcommand("warren_cron.cli.failed", "list, show, replay, purge failed tasks"),
+    "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
+    "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
+    "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
+    "schedules": Subcommand("warren_cron.cli.schedules", "list, pause, resume, trigger"),
+}
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when run from an uninstalled tree)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def usage() -> str:
+    """``warren --help``: every subcommand with its one line."""
+    width = max(map(len, SUBCOMMANDS))
+    lines = [f"  {name:<{width}}  {sub.summary}" for name, sub in SUBCOMMANDS.items()]
+    return (
+        "usage: warren [--version] [--help] COMMAND [ARGS...]\n\n"
+        "Cron jobs on RabbitMQ with dead-letter retries.\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n'warren COMMAND --help' explains a command. Configure with CRON_* variables."
+    )
+
+
+def asks_version(argv: Sequence[str]) -> bool:
+    """``--version`` among the arguments given before a ``--``."""
+    words = list(argv)
+    return "--version" in (words[: words.index("--")] if "--" in words else words)
+
+
+def run(name: str, argv: Sequence[str]) -> int:
+    """Run subcommand ``name`` with ``argv``; its exit code."""
+    module = importlib.import_module(SUBCOMMANDS[name].module)
+    entry = cast(Callable[[list[str]], int], module.main)
+    return entry(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``warren`` console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        print(usage(), file=sys.stderr)
+        return EXIT_USAGE
+    if args[0] in {"-h", "--help", "help"}:
+        print(usage())
+        return EXIT_OK
+    name, rest = args[0], args[1:]
+    if name == "--version" or (name in SUBCOMMANDS and asks_version(rest)):
+        print(f"warren {package_version()}")
+        return EXIT_OK
+    if name not in SUBCOMMANDS:
+        print(f"warren: no command {name!r}; one of: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
+        return EXIT_USAGE
+    return run(name, rest)
