@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 
 from warren_cron.broker.connect import connect
-from warren_cron.broker.outage import demote_reconnect_chatter
 from warren_cron.plan import RetryPlan
+from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
 from warren_cron.testing.install import available

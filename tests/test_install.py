@@ -35,10 +35,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def run_installed(target: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` from an empty folder with only the installed copy on the import path."""
+def run_installed(target: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` from the install's parent folder with only the installed copy on the
+    import path, and the CRON_* variables ``extra`` alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRON_")}
-    env["PYTHONPATH"] = str(target)
+    env.update(PYTHONPATH=str(target), **extra)
     return subprocess.run(
         args, cwd=target.parent, env=env, capture_output=True, text=True, timeout=60
     )
@@ -66,6 +67,21 @@ def test_the_installed_command_lists_and_runs_its_subcommands(installed: Path) -
     assert top.returncode == 0 and "failed" in top.stdout and "scheduler" in top.stdout
     failed = run_installed(installed, sys.executable, warren, "failed", "list", "--help")
     assert failed.returncode == 0 and "usage: warren failed list" in failed.stdout
+
+
+def test_the_installed_worker_imports_handler_modules_from_its_working_directory(
+    installed: Path,
+) -> None:
+    """``warren worker`` started in an application's folder finds its handler modules there,
+    as ``python -m`` would, and says which one it cannot import."""
+    (installed.parent / "myjobs.py").write_text(
+        "from warren_cron import task\n\n@task('hello')\nasync def hello(payload, ctx):\n    pass\n"
+    )
+    warren = str(installed / "bin" / "warren")
+    found = run_installed(installed, warren, "worker", "--check", CRON_HANDLER_MODULES="myjobs")
+    assert found.returncode == 0, found.stderr
+    missing = run_installed(installed, warren, "worker", "--check", CRON_HANDLER_MODULES="nojobs")
+    assert missing.returncode == 2 and "'nojobs'" in missing.stderr
 
 
 def test_the_installed_worker_checks_its_configuration(installed: Path) -> None:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import structlog
 
-from warren_cron.broker.outage import CHATTER
+from warren_cron.runtime.chatter import CHATTER
 from warren_cron.runtime.logs import configure_logging
 
 #: Each library logger the chatter table names, with the module that logs through it.

@@ -3,79 +3,19 @@
 While the broker is away, aio-pika's robust connection tries again every second, and each try
 makes aio-pika and aiormq log a warning and an error; the loss itself makes them log an
 error, a warning with a traceback, and an error per robust channel. ``watch_outages`` says it
-once per connection instead, and ``demote_reconnect_chatter`` turns those library lines into
-DEBUG lines, still there at ``CRON_LOG_LEVEL=DEBUG``.
-
-The library lines are matched by logger and message template, which ``tests/test_logs.py``
-finds in the installed libraries' sources, so an upgrade that changes them fails a test.
+once per connection instead, and ``warren_cron.runtime.chatter`` turns those library lines
+into DEBUG lines.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Callable, Mapping
 
 import structlog
-from aio_pika import RobustChannel
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 
 log = structlog.get_logger("broker")
-
-Applies = Callable[[logging.LogRecord], bool]
-
-
-def always(_record: logging.LogRecord) -> bool:
-    """Every record of the template is chatter."""
-    return True
-
-
-def reopening_a_channel(record: logging.LogRecord) -> bool:
-    """A robust channel's reopen on the lost connection failed: the reconnect reopens it."""
-    args = record.args if isinstance(record.args, tuple) else ()
-    callback = getattr(args[0], "callback", None) if args else None
-    return getattr(callback, "__func__", None) is RobustChannel._on_close
-
-
-#: Logger → message template → whether a record of it is about a lost connection or a retry.
-CHATTER: Mapping[str, Mapping[str, Applies]] = {
-    "aio_pika.robust_connection": {
-        'Connection attempt to "%s" failed: %s. Reconnecting after %r seconds.': always,
-        'Connection attempt to "%s" cancelled. Reconnecting after %r seconds.': always,
-    },
-    "aiormq.connection": {
-        "error when creating transport: %r": always,
-        'Unexpected connection close from remote "%s", '
-        "Connection.Close(reply_code=%r, reply_text=%r)": always,
-        "Cancelling cause reader exited abnormally": always,
-        "Server connection %r was stuck. No frames were received in %d seconds.": always,
-    },
-    "aio_pika.tools": {"Callback %r error: %s: %s": reopening_a_channel},
-}
-
-
-class Demote(logging.Filter):
-    """Makes the records one logger writes about a lost connection DEBUG records."""
-
-    def __init__(self, templates: Mapping[str, Applies]) -> None:
-        super().__init__()
-        self.templates = templates
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Demote chatter; let every record through."""
-        applies = self.templates.get(record.msg) if isinstance(record.msg, str) else None
-        if applies is not None and applies(record):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
-
-
-def demote_reconnect_chatter() -> None:
-    """Install the ``Demote`` filters on aio-pika's and aiormq's loggers (once)."""
-    for name, templates in CHATTER.items():
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, Demote) for f in logger.filters):
-            logger.addFilter(Demote(templates))
 
 
 class OutageLog:

@@ -29,8 +29,8 @@ from structlog.processors import JSONRenderer, format_exc_info
 from structlog.stdlib import ProcessorFormatter, add_logger_name
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from warren_cron.broker.outage import demote_reconnect_chatter
 from warren_cron.clock import IsoClock
+from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import redact_urls
 
 #: The methods structlog calls on the object it writes to, one per level.
