@@ -36,6 +36,7 @@ from topology.schedules.commands import describe
 from topology.schedules.control import Pause, read_pauses
 from topology.schedules.load import ScheduleSet, load_schedules
 from topology.schedules.schedule import Schedule
+from topology.schedules.status import upcoming_fire
 from topology.schedules.timing import utc_text
 
 #: An unknown name is answered with at most this many known ones.
@@ -154,7 +155,7 @@ async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
 
 def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:
     """One schedule: name, how it fires, next fire, pause."""
-    following = schedule.next_fire(now)
+    following = upcoming_fire(schedule, pause is not None, now)
     return {
         "name": schedule.name,
         "fires": schedule.timing.describe(),

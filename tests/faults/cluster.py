@@ -3,10 +3,16 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from chaoslib.install import release
 from chaoslib.ledger import Fate
 from chaoslib.private_broker import PrivateBroker
 from chaoslib.private_cluster import PrivateCluster
 from chaoslib.processes import Proc
+from chaoslib.scenario import StillInFlight
 from chaoslib.waits import NeverHappened, eventually
 from chaoslib.workload import ledger_envelope, workload
 
@@ -46,6 +52,19 @@ async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
     report = await scenario.check(timeout=120)
     assert all(worker.alive() for worker in workers), "a worker died with its node"
     assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+@contextlib.contextmanager
+def stuck_on_3_10(scenario: ClusterScenario) -> Iterator[None]:
+    """An expected failure for the one outcome RabbitMQ 3.10 is known for when a quorum leader
+    dies (README, "What is not guaranteed"): tasks still in the main queue when the wait for
+    quiet ends. A pass is a pass; a loss, any other failure, or this one on 4.x fails."""
+    try:
+        yield
+    except StillInFlight as stuck:
+        if release() == "3" and scenario.names.main_queue in stuck.left:
+            pytest.xfail(f"3.10 left tasks stuck in the main queue: {stuck.left}")
+        raise
 
 
 def locked_run(seconds: float) -> tuple[Envelope, str]:

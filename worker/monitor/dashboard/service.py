@@ -27,11 +27,12 @@ from topology.schedules.schedule import Schedule
 from worker.monitor.dashboard import pages
 from worker.monitor.dashboard.activity import DAY, Activity
 from worker.monitor.dashboard.app import create_app
-from worker.monitor.dashboard.auth import Auth
+from worker.monitor.dashboard.auth import Auth, Refused
 from worker.monitor.dashboard.failed_index import FailedIndex
 from worker.monitor.dashboard.offsets import OffsetIndex
 from worker.monitor.dashboard.recent import RecentRuns
 from worker.monitor.dashboard.render import Notes, environment, render
+from worker.monitor.dashboard.throttle import LoginThrottle
 from worker.monitor.settings import MonitorSettings
 from worker.monitor.status import StatusKeeper
 
@@ -59,7 +60,10 @@ class Dashboard:
         self.offsets = OffsetIndex()
         self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
         token = settings.dashboard_token
-        self.auth = Auth(None if token is None else token.get_secret_value())
+        throttle = LoginThrottle(
+            settings.dashboard_login_failures, settings.dashboard_lockout_seconds
+        )
+        self.auth = Auth(None if token is None else token.get_secret_value(), throttle)
         self.notes = Notes()
         self.env = environment()
         self.url: str | None = None
@@ -87,6 +91,14 @@ class Dashboard:
     ) -> web.Response:
         """Render template ``name`` for ``request``."""
         return render(request, self.env, self.auth, self.notes, name, status, **context)
+
+    def refusal(
+        self, request: web.Request, name: str, refused: Refused, **context: Any
+    ) -> web.Response:
+        """Render template ``name`` for a refusal, with its status and headers (``Retry-After``)."""
+        page = self.page(request, name, refused.status, **context)
+        page.headers.update(refused.headers)
+        return page
 
     async def start(self, connection: AbstractRobustConnection) -> None:
         """Follow the last day of history, index the failed queue, and serve the pages."""
