@@ -201,7 +201,7 @@ class HttpHandler:
         self, request: HttpRequest, ctx: TaskContext, url: URL, body: bytes | None
     ) -> dict[str, str]:
         """The headers sent: the payload's (secrets resolved), X-Cron-*, the signature."""
-        headers = {name: self._value(v) for name, v in request.headers.items()}
+        headers = {name: self._value(v, f"header {name!r}") for name, v in request.headers.items()}
         if request.json_body is not None and not any(n.lower() == "content-type" for n in headers):
             headers.update(JSON_TYPE)
         headers.update(cron_headers(ctx))
@@ -211,8 +211,8 @@ class HttpHandler:
             headers[SIGNATURE_HEADER] = sign(key, request.method, url.raw_path_qs, body or b"")
         return headers
 
-    def _value(self, value: str | SecretRef) -> str:
-        return value if isinstance(value, str) else self._options.secrets.resolve(value)
+    def _value(self, value: str | SecretRef, use: str = "signing_secret") -> str:
+        return value if isinstance(value, str) else self._options.secrets.resolve(value, use)
 
     async def _send(
         self,
