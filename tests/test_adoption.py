@@ -7,6 +7,7 @@ from typing import Any
 
 import aio_pika
 import pytest
+from pamqp.header import ContentHeader
 
 import warren_cron.worker.adopt
 from tests.helpers import Recorder, envelope, publish_raw, registry
@@ -114,4 +115,72 @@ async def test_a_worker_gone_between_the_copy_and_the_ack_leaves_one_run_id_that
     assert sorted(ctx.redelivered for _, ctx in recorder.calls) == [False, True]
     assert await broker.depth(broker.names.main_queue) == 0
     assert await broker.depth(broker.names.failed_queue) == 0
+    broker.plan_keys.update({"100ms-200ms", "200ms"})
+
+
+class AdoptSpy:
+    """Counts the copies the worker tries to publish (``Adopter.adopt`` calls)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        adopt = warren_cron.worker.adopt.Adopter.adopt
+
+        async def counted(adopter: Any, message: Any, envelope: Any) -> Any:
+            self.calls += 1
+            return await adopt(adopter, message, envelope)
+
+        monkeypatch.setattr(warren_cron.worker.adopt.Adopter, "adopt", counted)
+
+
+async def only_failure_record(broker: TestBroker) -> Any:
+    """The one record in the failed queue, once the main queue is left empty."""
+    await broker.wait_depth(broker.names.failed_queue, 1)
+    [record] = await broker.get_all(broker.names.failed_queue)
+    assert await broker.depth(broker.names.main_queue) == 0
+    return record
+
+
+async def test_a_body_above_the_limit_published_by_hand_fails_at_once_and_is_never_copied(
+    broker: TestBroker, run_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 20 MB body (CRON_MAX_BODY_BYTES is 1 MiB) goes straight to the failed queue as
+    body-too-large: no copy of it is published first, the handler never runs."""
+    spy, recorder = AdoptSpy(monkeypatch), Recorder()
+    await run_worker(registry(job=recorder))
+    body = envelope("job", {"blob": "x" * 20_000_000}, run_id="huge-by-hand").encode()
+    await publish_to_main(broker, body)
+    record = await only_failure_record(broker)
+    assert record.headers["cron-reason"] == "body-too-large"
+    assert "above CRON_MAX_BODY_BYTES (1048576)" in record.headers["cron-error"]
+    # The record is of the original, as published (no plan was given to a copy).
+    assert record.headers["cron-routing-key"] == broker.names.main_queue
+    assert (spy.calls, recorder.calls, len(record.body)) == (0, [], len(body))
+
+
+async def test_a_task_whose_copy_would_exceed_a_frame_fails_naming_the_size_and_the_limit(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """Headers that fit the original but not the copy (run id, plan): nothing is published to
+    the tasks (the broker would close the connection), the record says what happened and
+    leaves the headers out, so that a replay fits; the worker goes on adopting."""
+    recorder = Recorder()
+    await run_worker(registry(job=recorder), max_retries=2, retry_delay_ms=100)
+    body = envelope("job", run_id="big-headers-by-hand").encode()
+    # With a message id of its own, none is stamped on the way: its size is known.
+    shape = aio_pika.Message(body, headers={"trace": ""}, message_id="m")
+    # 10 bytes short of one frame of the default frame_max (131072, less its 8 bytes).
+    fill = 131_064 - len(ContentHeader(0, len(body), shape.properties).marshal()) - 10
+    await broker.declare()
+    channel = await broker.channel()
+    big = aio_pika.Message(body, headers={"trace": "t" * fill}, message_id="m")
+    await channel.default_exchange.publish(big, broker.names.main_queue)
+    record = await only_failure_record(broker)
+    error = record.headers["cron-error"]
+    assert record.headers["cron-reason"] == "too-large-to-adopt"
+    assert "would carry 131" in error and "above the 131064 one frame holds" in error
+    assert "smaller headers" in error and "trace" not in record.headers
+    assert (record.body, recorder.calls) == (body, [])
+    await channel.default_exchange.publish(aio_pika.Message(body), broker.names.main_queue)
+    await recorder.wait_calls(1)
+    await channel.close()
     broker.plan_keys.update({"100ms-200ms", "200ms"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -10,6 +12,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from tests.failed_records import json_out, run_warren
 from tests.helpers import history
 from tests.namespace import TestBroker
 from tests.pausing import matching, schedules_script, wait_events
@@ -142,6 +145,28 @@ async def test_pause_and_resume_say_when_there_is_nothing_to_do(
     [row] = orjson.loads(listed.stdout)
     assert (row["name"], row["paused"], row["reason"]) == ("tick", True, "first")
     assert datetime.fromisoformat(row["paused_since"]) <= utcnow()
+
+
+async def test_list_and_status_agree_that_a_paused_schedule_has_no_next_fire(
+    broker: TestBroker, tmp_path: Path
+) -> None:
+    """``schedules.py list`` and ``status.py`` show ``-`` for a paused schedule's next fire
+    (JSON null) and the same next fire for a running one."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("held", "1d") + every("tick", "1d"))
+    paused = await schedules_script(broker, path, "pause", "held", "--reason", "migration")
+    assert paused.returncode == 0, paused.stderr
+    listed = await schedules_script(broker, path, "list", "--json")
+    status = await asyncio.to_thread(
+        run_warren, broker, "status", "--json", CRON_SCHEDULES_FILE=str(path)
+    )
+    for rows in (orjson.loads(listed.stdout), json_out(status)):
+        fires = {row["name"]: row["next_fire_at"] for row in rows}
+        assert fires["held"] is None and fires["tick"] is not None, rows
+    assert orjson.loads(listed.stdout)[1]["next_fire_at"] == json_out(status)[1]["next_fire_at"]
+    table = (await schedules_script(broker, path, "list")).stdout.splitlines()
+    held = re.split(r"\s{2,}", table[1])
+    assert (held[0], held[2], held[3].endswith(": migration")) == ("held", "-", True), table
 
 
 @pytest.mark.parametrize(

@@ -44,11 +44,17 @@ METADATA_IN_IPV6 = [
     "64:ff9b::169.254.169.254",
     "::169.254.169.254",
     "2001:0:4136:e378:8000:63bf:5601:5601",
+    # NAT64's local-use prefix (RFC 8215), a /96 under 64:ff9b:1::/48 as a gateway uses it.
+    "64:ff9b:1::a9fe:a9fe",
+    "64:ff9b:1:ab:cd::169.254.169.254",
 ]
+#: Alibaba Cloud's metadata service, literal and through NAT64's prefixes.
+ALIBABA = ["100.100.100.200", "64:ff9b::6464:64c8", "64:ff9b:1::100.100.100.200"]
 
 
 @pytest.mark.parametrize(
-    "address", ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", *METADATA_IN_IPV6]
+    "address",
+    ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", *METADATA_IN_IPV6, *ALIBABA],
 )
 def test_link_local_and_metadata_addresses_are_denied_by_default(address: str) -> None:
     """Cloud metadata and link-local addresses, literal, resolved or carried in IPv6 addresses,
@@ -93,12 +99,17 @@ def test_allow_and_deny_rules(
         ("2002:b01:203::1", False),
         ("64:ff9b::b01:203", False),
         ("::1", False),  # loopback, not 0.0.0.1
+        ("64:ff9b:1::a01:203", True),
+        ("64:ff9b:1:2:3:4:a01:203", True),
+        ("64:ff9b:1::b01:203", False),
+        ("64:ff9b:2::a01:203", False),  # outside the local-use /48: an address of its own
     ],
 )
 def test_a_rule_on_an_ipv4_address_covers_the_ipv6_addresses_that_carry_it(
     address: str, carries_10_net: bool
 ) -> None:
-    """A rule on 10.0.0.0/8 applies to its 6to4, NAT64 and IPv4-compatible forms, and only those."""
+    """A rule on 10.0.0.0/8 applies to its 6to4, NAT64 (well-known and local-use prefixes) and
+    IPv4-compatible forms, and only those."""
     assert policy(deny="10.0.0.0/8").permits("svc", ip_address(address)) is not carries_10_net
     assert policy(allow="10.0.0.0/8", deny="").permits("svc", ip_address(address)) is carries_10_net
 
@@ -188,13 +199,29 @@ class Answers(AbstractResolver):
         """Nothing to close."""
 
 
-async def test_a_name_resolving_to_unspecified_or_carried_metadata_is_refused() -> None:
-    """A DNS answer of 0.0.0.0 (a sinkhole) or NAT64's form of 169.254.169.254 is refused."""
-    resolver = PolicyResolver(policy(), Answers("0.0.0.0", "64:ff9b::a9fe:a9fe"))
-    with pytest.raises(DestinationDenied, match=r"sinkhole\.test resolves only to") as caught:
-        await resolver.resolve("sinkhole.test", 80)
-    assert "0.0.0.0 is unspecified" in str(caught.value)
-    assert "(169.254.169.254) is refused by CRON_HTTP_DENY" in str(caught.value)
+@pytest.mark.parametrize(
+    ("answers", "reasons"),
+    [
+        # A sinkhole's answer, and NAT64's form of 169.254.169.254.
+        (
+            ("0.0.0.0", "64:ff9b::a9fe:a9fe"),
+            ["0.0.0.0 is unspecified", "(169.254.169.254) is refused by CRON_HTTP_DENY"],
+        ),
+        # Alibaba Cloud's metadata, and its form under NAT64's local-use prefix.
+        (
+            ("100.100.100.200", "64:ff9b:1::6464:64c8"),
+            ["100.100.100.200 is refused", "64:ff9b:1::6464:64c8 (100.100.100.200) is refused"],
+        ),
+    ],
+)
+async def test_a_name_resolving_to_unspecified_or_metadata_addresses_is_refused(
+    answers: tuple[str, ...], reasons: list[str]
+) -> None:
+    """Each refused address of the DNS answer is named with why it is refused."""
+    resolver = PolicyResolver(policy(), Answers(*answers))
+    with pytest.raises(DestinationDenied, match=r"meta\.test resolves only to") as caught:
+        await resolver.resolve("meta.test", 80)
+    assert all(reason in str(caught.value) for reason in reasons), str(caught.value)
 
 
 async def test_permitted_addresses_of_a_name_are_kept_and_refused_ones_dropped() -> None:
@@ -237,14 +264,20 @@ async def test_an_allowed_name_still_connects(http_handler: Handler) -> None:
     assert len(endpoint.requests) == 1
 
 
-@pytest.mark.parametrize(("deny", "warned"), [(None, False), ("10.0.0.0/8", True)])
+@pytest.mark.parametrize(
+    ("deny", "reachable"),
+    [
+        (None, []),
+        ("10.0.0.0/8", ["169.254.169.254", "fd00:ec2::254", "100.100.100.200"]),
+        ("169.254.0.0/16,fe80::/10,fd00:ec2::254", ["100.100.100.200"]),  # the older defaults
+    ],
+)
 def test_a_deny_list_without_the_metadata_addresses_is_warned_about(
-    deny: str | None, warned: bool
+    deny: str | None, reachable: list[str]
 ) -> None:
-    """Replacing CRON_HTTP_DENY without the defaults logs a warning naming what is reachable."""
+    """Replacing CRON_HTTP_DENY without the defaults logs a warning naming every metadata
+    address it leaves reachable."""
     with capture_logs() as logs:
         warn_if_metadata_reachable(policy(deny=deny))
     warnings = [e for e in logs if "cloud metadata" in e["event"]]
-    assert bool(warnings) is warned
-    if warned:
-        assert warnings[0]["reachable"] == ["169.254.169.254", "fd00:ec2::254"]
+    assert [w["reachable"] for w in warnings] == ([reachable] if reachable else [])

@@ -91,7 +91,7 @@ async def test_a_settled_runs_story_ends_past_its_end_and_a_failed_ones_at_the_s
     stream = broker.names.history_stream
     run = await one_run(broker.connection, stream, done, story_start(done, None))
     assert run is not None and run.outcome == "succeeded" and not run.purged
-    assert [e.type for e in run.in_time_order()] == ["fired", "attempt"]
+    assert [e.type for e in run.in_order()] == ["fired", "attempt"]
     run = await one_run(broker.connection, stream, broken, story_start(broken, None))
     assert run is not None and run.outcome == "running" and run.replays == 1
-    assert [e.type for e in run.in_time_order()] == ["fired", "attempt", "replayed"]
+    assert [e.type for e in run.in_order()] == ["fired", "attempt", "replayed"]

@@ -61,12 +61,86 @@ def test_a_late_failure_of_before_the_replay_does_not_end_the_replayed_run() -> 
     assert (later.outcome, later.attempts, later.last_error) == ("retrying", 3, "new")
 
 
-def test_story_lists_events_in_time_order_each_attempt_with_an_error_key() -> None:
-    """``show --json``: by time, whatever the stream's order; a success's error is null."""
+def test_story_lists_events_in_order_each_attempt_with_an_error_key() -> None:
+    """``show --json``: in the order they happened, whatever the stream's order; a success's
+    error is null."""
     run = fold([*FAILED_TWICE, attempt(61, 1, "succeeded", replay=1), REPLAYED])
     events = run.story()["events"]
     assert [e["type"] for e in events] == ["attempt", "attempt", "failed", "replayed", "attempt"]
     assert events[-1]["error"] is None
+
+
+def at_ms(kind: str, ms: int, offset: int, **data: Any) -> Event:
+    """An event of ``RUN`` at ``ms`` milliseconds after its fire, held at stream ``offset``."""
+    moment = T0 + timedelta(milliseconds=ms)
+    return Event(kind, moment, offset, RUN, "nightly", {"type": kind, **data})
+
+
+def label(event: Event) -> str:
+    """``fired``, ``attempt 2``, ``attempt 1 of replay 1``: what ``history.py show`` says."""
+    text = f"{event.type} {event.get('attempt')}" if event.type == "attempt" else event.type
+    text += f" of replay {event.get('replay')}" if event.get("replay") else ""
+    return text + (f" on {event.get('host')}" if event.get("host") else "")
+
+
+FIRE = at_ms("fired", 0, 5)
+ONE, TWO = at_ms("attempt", 0, 2, attempt=1), at_ms("attempt", 900, 3, attempt=2)
+GAVE_UP = at_ms("failed", 900, 1, attempts=2)
+REPLAY = at_ms("replayed", 5000, 9, replay=1)
+AGAIN = at_ms("attempt", 4990, 8, attempt=1, replay=1)  # the replay script's clock is ahead
+AGAIN_FAILED = at_ms("failed", 4990, 8, attempts=1, replay=1)
+ORDERS = [
+    pytest.param([ONE, FIRE], ["fired", "attempt 1"], id="fire and attempt in one ms"),
+    pytest.param(
+        [at_ms("attempt", -3, 0, attempt=1), FIRE], ["fired", "attempt 1"], id="worker clock late"
+    ),
+    pytest.param([TWO, ONE, FIRE], ["fired", "attempt 1", "attempt 2"], id="attempts reversed"),
+    pytest.param(
+        [GAVE_UP, TWO, ONE, FIRE],
+        ["fired", "attempt 1", "attempt 2", "failed"],
+        id="failure before its last attempt",
+    ),
+    pytest.param(
+        [AGAIN, GAVE_UP, REPLAY, TWO, FIRE, ONE],
+        [
+            "fired",
+            "attempt 1",
+            "attempt 2",
+            "failed",
+            "replayed of replay 1",
+            "attempt 1 of replay 1",
+        ],
+        id="replay's attempt timed before the replay",
+    ),
+    pytest.param(
+        [at_ms("purged", 900, 0), AGAIN_FAILED, AGAIN, REPLAY, GAVE_UP, FIRE],
+        [
+            "fired",
+            "failed",
+            "replayed of replay 1",
+            "attempt 1 of replay 1",
+            "failed of replay 1",
+            "purged",
+        ],
+        id="purge timed before the failure it purged",
+    ),
+    pytest.param(
+        [at_ms("attempt", 50, 7, attempt=1, host="w2"), ONE, at_ms("triggered", 0, 4)],
+        ["triggered", "attempt 1", "attempt 1 on w2"],
+        id="a redelivered attempt after the first by time",
+    ),
+]
+
+
+@pytest.mark.parametrize(("stream", "told"), ORDERS)
+def test_a_runs_story_follows_what_caused_what_not_the_clock_or_the_stream(
+    stream: list[Event], told: list[str]
+) -> None:
+    """Fire or replay first, attempts by number, the failure after them, a purge last; time
+    and stream offset only break ties."""
+    run = fold(stream)
+    assert [label(e) for e in run.in_order()] == told
+    assert fold(stream[::-1]).in_order() == run.in_order()
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,8 @@ async def test_error_texts_leave_out_the_query_and_user_info(http_handler: Handl
         ({"url": "http://x", "signing_secret": "literal"}, "signing_secret"),
         ({"url": "http://x", "headers": {"Host": "admin.internal"}}, "set by the worker"),
         ({"url": "http://x", "headers": {"transfer-encoding": "chunked"}}, "set by the worker"),
+        ({"url": "http://x", "headers": {"X-A\n": "v"}}, "header name 'X-A\\\\n' is not"),
+        ({"url": "http://x", "headers": {"A": {"env": "TOKEN\n"}}}, "header 'A': env"),
     ],
 )
 async def test_invalid_payloads_are_permanent_errors(
@@ -164,6 +166,18 @@ async def test_invalid_payloads_are_permanent_errors(
     """A payload the handler cannot use fails at once, naming the field."""
     with pytest.raises(PermanentError, match=why):
         await http_handler()(payload, CTX)
+
+
+@pytest.mark.parametrize("value", ["Bearer s3cret\n", "Bearer s3cret\r\n", "a\nInjected: 1"])
+async def test_a_header_value_with_a_line_end_fails_at_once_naming_the_header_not_the_value(
+    http_handler: Handler, value: str
+) -> None:
+    """A trailing newline too (``$`` matches before one): refused before anything is sent,
+    as a permanent error naming the header, instead of retries that aiohttp refuses alike."""
+    with serve(Endpoint()) as endpoint, pytest.raises(PermanentError) as caught:
+        await http_handler()({"url": endpoint.url, "headers": {"X-Token": value}}, CTX)
+    assert "header 'X-Token' must be printable ASCII on one line" in str(caught.value)
+    assert "s3cret" not in str(caught.value) and endpoint.requests == []
 
 
 async def test_the_task_timeout_bounds_an_http_attempt_without_one_of_its_own() -> None:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from warren_cron.redaction import REDACTED, redact_payload, sensitive_header
+from warren_cron.redaction import (
+    REDACTED,
+    Scrubber,
+    header_secrets,
+    redact_payload,
+    sensitive_header,
+)
 
 
 @pytest.mark.parametrize(
@@ -48,3 +56,24 @@ def test_redact_payload_leaves_other_payloads_alone() -> None:
     """A Python task's payload without headers passes through untouched."""
     assert redact_payload({"n": 1}) == {"n": 1}
     assert redact_payload([1, 2]) == [1, 2]
+
+
+@pytest.mark.parametrize("before", ["", "a", "ab", "abc", "X-Api-Key: "])
+def test_a_secret_inside_a_longer_base64_text_is_scrubbed_at_any_alignment(before: str) -> None:
+    """A peer that base64-encodes all it received hides the secret at one of three
+    alignments: the part fixed by the secret alone is scrubbed, leaving no eight characters
+    of the secret's own encoding."""
+    secret = "k3y-0f-the-w0rld-42"
+    text = base64.b64encode(f"{before}{secret} and more".encode()).decode()
+    scrubbed = Scrubber([secret])(text)
+    whole = base64.b64encode(secret.encode()).decode()
+    assert REDACTED in scrubbed and not any(whole[n : n + 8] in scrubbed for n in range(12))
+
+
+def test_the_credentials_inside_a_header_value_are_secrets_of_their_own() -> None:
+    """A Bearer token, a Basic pair and its password, and each cookie's value are scrubbed
+    when echoed alone; parts too short to be credentials are left."""
+    basic = "Basic " + base64.b64encode(b"alice:pa55word").decode()
+    values = ("Bearer t0ken-x", basic, "a=1; sid=s3ss10n")
+    scrub = Scrubber([part for value in values for part in header_secrets(value)])
+    assert scrub("t0ken-x alice:pa55word pa55word s3ss10n a=1") == "*** *** *** *** a=1"

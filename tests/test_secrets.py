@@ -51,16 +51,64 @@ async def test_a_rotated_file_is_read_again_on_the_next_attempt(
         ({"file": "/etc/hostname"}, "outside CRON_HTTP_SECRET_DIR"),
         ({"file": "{dir}/../escape"}, "outside CRON_HTTP_SECRET_DIR"),
         ({"file": "{dir}/missing"}, "No such file"),
-        ({"file": "{dir}/two-lines"}, "not printable ASCII on one line"),
+        ({"file": "{dir}/two-lines"}, "holds a line break"),
     ],
 )
 async def test_an_unresolvable_reference_fails_at_once_and_sends_nothing(
     http_handler: Handler, tmp_path: Path, ref: dict[str, str], why: str
 ) -> None:
-    """Missing, not opened to tasks, or unfit for a header: terminal, ``secret-unavailable``."""
+    """Missing, not opened to tasks, or unfit for a header: terminal, ``secret-unavailable``,
+    naming the header."""
     (tmp_path / "two-lines").write_text("a\nb\n")
     ref = {key: value.replace("{dir}", str(tmp_path)) for key, value in ref.items()}
     call = http_handler(http_secret_env="HOOK_*", http_secret_dir=tmp_path)
     with serve(Endpoint()) as endpoint, pytest.raises(SecretUnavailable, match=why) as caught:
         await call({"url": endpoint.url, "headers": {"Authorization": ref}}, CTX)
     assert endpoint.requests == [] and caught.value.reason == "secret-unavailable"
+    assert str(caught.value).startswith("header 'Authorization': secret ")
+
+
+@pytest.mark.parametrize(
+    ("env", "file"),
+    [
+        ("s3cret\n", None),  # a value copied with its line end
+        ("s3cret\r\nInjected: 1", None),
+        (None, "s3cret\n\n"),  # one line end is dropped, not two
+        (None, "s3cret\r"),
+        (None, "s3cret\nmore\n"),
+    ],
+)
+@pytest.mark.parametrize("where", ["header", "signing_secret"])
+async def test_a_secret_holding_a_line_break_fails_at_once_naming_its_use_never_the_value(
+    http_handler: Handler,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: str | None,
+    file: str | None,
+    where: str,
+) -> None:
+    """Refused when resolved, terminal and nothing sent, instead of attempts aiohttp refuses."""
+    monkeypatch.setenv("HOOK_TOKEN", env or "")
+    (tmp_path / "token").write_bytes((file or "").encode())
+    ref = {"env": "HOOK_TOKEN"} if env is not None else {"file": f"{tmp_path}/token"}
+    payload = {"headers": {"X-Token": ref}} if where == "header" else {"signing_secret": ref}
+    call = http_handler(http_secret_env="HOOK_*", http_secret_dir=tmp_path)
+    with serve(Endpoint()) as endpoint, pytest.raises(SecretUnavailable) as caught:
+        await call({**payload, "url": endpoint.url}, CTX)
+    use = "header 'X-Token'" if where == "header" else "signing_secret"
+    assert str(caught.value).startswith(f"{use}: secret ")
+    assert "holds a line break" in str(caught.value) and "s3cret" not in str(caught.value)
+    assert endpoint.requests == []
+
+
+@pytest.mark.parametrize("content", ["tok", "tok\n", "tok\r\n"])
+async def test_a_secret_file_is_sent_without_its_one_line_end(
+    http_handler: Handler, tmp_path: Path, content: str
+) -> None:
+    """As Docker and Kubernetes secrets are written: ``echo`` ends the file with a newline."""
+    (tmp_path / "token").write_bytes(content.encode())
+    call = http_handler(http_secret_dir=tmp_path)
+    headers = {"X-Token": {"file": f"{tmp_path}/token"}}
+    with serve(Endpoint()) as endpoint:
+        await call({"url": endpoint.url, "headers": headers}, CTX)
+    assert [headers["X-Token"] for _, headers, _ in endpoint.requests] == ["tok"]

@@ -39,6 +39,7 @@ def test_retry_knobs_are_read_from_their_variables(monkeypatch: pytest.MonkeyPat
         ("CRON_QUEUE_TYPE", "stream"),
         ("CRON_LOG_FORMAT", "xml"),
         ("CRON_PREFETCH", "0"),
+        ("CRON_NAMESPACE", "cron\n"),  # a line end from a .env file or a secret mount
     ],
 )
 def test_invalid_values_fail_naming_the_variable(

@@ -4,11 +4,20 @@ Failure records keep a webhook's headers as they were sent, so that a replay sti
 everything that shows a record to a person (``warren failed``, the monitor's logs and alerts, the
 dashboard) passes its payload through ``redact_payload`` first. A secret reference such as
 ``{"env": "API_TOKEN"}`` names where the secret lives, not the secret, and is shown as it is.
+
+A text written by someone else, such as the body of an endpoint's answer that echoes the
+request, goes through a ``Scrubber`` of the secrets that request sent before it is kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import binascii
+import html
+import re
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from urllib.parse import quote, quote_plus
 
 import orjson
 
@@ -55,3 +64,89 @@ def redact_body(body: bytes) -> bytes:
         return body
     shown = redact_task(data)
     return body if shown is data else orjson.dumps(shown)
+
+
+#: Parts taken out of a secret (a Basic password, a cookie's value, an encoding's middle) that
+#: are shorter than this are left alone: scrubbing every ``1`` would blank the text. A whole
+#: secret is scrubbed whatever its length.
+MIN_PART = 4
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+def header_secrets(value: str) -> list[str]:
+    """A sensitive header's value and the credentials inside it a peer could echo alone."""
+    scheme, _, credentials = value.strip().partition(" ")
+    found = [value, credentials.strip()]
+    if scheme.lower() == "basic":
+        found += _basic(credentials.strip())
+    found += [pair.partition("=")[2].strip() for pair in value.split(";")]  # cookies
+    return [part for part in found if part == value or len(part) >= MIN_PART]
+
+
+def _basic(credentials: str) -> list[str]:
+    try:
+        pair = base64.b64decode(credentials, validate=True).decode("latin-1")
+    except (binascii.Error, ValueError):
+        return []
+    return [pair, pair.partition(":")[2]]
+
+
+def encodings(secret: str) -> set[str]:
+    """How a secret may be echoed: as it is, URL-, JSON- and HTML-escaped, and in base64."""
+    escaped = orjson.dumps(secret).decode()[1:-1]
+    found = {quote(secret, safe=""), quote_plus(secret), escaped, escaped.replace("/", "\\/")}
+    found |= {html.escape(secret), *_base64(secret.encode())}
+    return {part for part in found if len(part) >= MIN_PART} | {secret}
+
+
+def _base64(secret: bytes) -> set[str]:
+    """The base64 of a secret alone, and the part of it that is the same wherever the secret
+    sits in a longer text encoded as a whole (three alignments, their ends cut)."""
+    found = {base64.b64encode(secret).decode().rstrip("=")}
+    for shift in (0, 1, 2):
+        text = base64.b64encode(bytes(shift) + secret).decode()
+        end = len(text) - (4 if (shift + len(secret)) % 3 else 0)
+        found.add(text[4 if shift else 0 : end])
+    return found | {part.translate(_URLSAFE) for part in found}
+
+
+class Scrubber:
+    """Replaces the given secrets, in every encoding ``encodings`` knows and in any case,
+    with ``REDACTED``. One is made for every request and most succeed: ``secrets`` (a
+    generator, say) is read only once a text needs scrubbing."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = secrets
+
+    @cached_property
+    def _forms(self) -> list[str]:
+        # Longest first: a secret inside a longer one must not leave the rest behind.
+        forms = {form for secret in self._secrets if secret for form in encodings(secret)}
+        return sorted(forms, key=len, reverse=True)
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        return re.compile("|".join(map(re.escape, self._forms)), re.IGNORECASE)
+
+    def __call__(self, text: str, cut: bool = False) -> str:
+        """``text`` without the secrets; ``cut`` says it was cut short, so a secret's start at
+        its end is hidden too."""
+        if not self._forms:
+            return text
+        text = self._pattern.sub(REDACTED, text)
+        return _without_started(text, self._forms) if cut else text
+
+
+def _without_started(text: str, forms: list[str]) -> str:
+    """``text`` with a secret's first characters at its very end hidden."""
+    lowered = text.lower()
+    started = max(
+        (
+            n
+            for form in forms
+            for n in range(len(form) - 1, 0, -1)
+            if lowered.endswith(form[:n].lower())
+        ),
+        default=0,
+    )
+    return text[: len(text) - started] + REDACTED if started else text

@@ -28,11 +28,14 @@ from yarl import URL
 from warren_cron.errors import PermanentError, validation_problems
 from warren_cron.jsonvalue import DECODED, Json
 
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+# Matched whole (``fullmatch``): ``$`` would also match before a final newline, letting
+# "token\n" through to aiohttp, which refuses it on every attempt.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 #: Letters, digits, ``-``, ``.``, ``_`` and ``:`` (an IPv6 literal): what a host may hold.
-_HOST = re.compile(r"^[A-Za-z0-9._:-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST = re.compile(r"[A-Za-z0-9._:-]+")
+#: A pydantic ``pattern`` (Rust's regex, where ``\z`` is the end of the text).
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*\z"
 #: Headers that frame the request or name its host: from a payload they could send the request
 #: to another virtual host than the URL's, or split it in two on the way.
 _CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
@@ -43,7 +46,7 @@ class SecretRef(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    env: str | None = Field(None, pattern=_ENV_NAME.pattern)
+    env: str | None = Field(None, pattern=_ENV_NAME)
     file: str | None = Field(None, pattern=r"^/")
 
     @model_validator(mode="after")
@@ -105,14 +108,14 @@ def url_problem(value: str) -> str | None:
         return "its port is outside 1..65535" if "port" in text.lower() else f"not usable ({text})"
     if not url.raw_host:
         return "the URL names no host"
-    if not _HOST.match(url.raw_host):
+    if not _HOST.fullmatch(url.raw_host):
         return "the URL's host holds characters no host name has"
     return "port 0 is outside 1..65535" if url.port == 0 else None
 
 
 def _header_value(name: object, value: object) -> object:
     """A header's value as sent, or its secret reference; a clear error for anything else."""
-    if not isinstance(name, str) or not _HEADER_NAME.match(name):
+    if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
         raise ValueError(f"header name {name!r} is not an HTTP token")
     if name.lower() in _CLIENT_HEADERS:
         raise ValueError(f"header {name!r} is set by the worker from the URL and body")
@@ -122,7 +125,7 @@ def _header_value(name: object, value: object) -> object:
         except ValidationError as error:
             problems = "; ".join(validation_problems(error))
             raise ValueError(f"header {name!r}: {problems}") from None
-    if isinstance(value, str) and _HEADER_VALUE.match(value):
+    if isinstance(value, str) and _HEADER_VALUE.fullmatch(value):
         return value
     raise ValueError(
         f"header {name!r} must be printable ASCII on one line, or {{ env = ... }} / "

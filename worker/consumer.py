@@ -147,7 +147,7 @@ class Worker:
         publisher = await publish_channel(publish_conn)
         self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
         tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)
-        self._adopter = Adopter(publisher, tasks, self.settings)
+        self._adopter = Adopter(publisher, tasks, self.settings, self._settler)
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
         return self._subscription
 
@@ -212,26 +212,9 @@ class Worker:
                 self._idle.set()
 
     async def _adopted(self, message: Delivery) -> bool:
-        """Publish a planned copy of a hand-published task, then ack it; False when its body is
-        no envelope (it fails as undecodable instead)."""
+        """True when a hand-published task was adopted or failed (see ``Adopter.take``)."""
         assert self._adopter is not None
-        try:
-            envelope = Envelope.decode(message.body)
-        except MessageDecodeError:
-            return False
-        try:
-            plan = await self._adopter.adopt(message, envelope)
-        except Exception as error:
-            # Its key routes nowhere in the DLX, so the broker moves it to the failed queue,
-            # where ``warren failed replay`` gives it a plan: lost neither way.
-            log.warning(
-                "not adopted; to the failed queue", run_id=envelope.run_id, error=repr(error)
-            )
-            await message.reject()
-            return True
-        await message.ack()
-        log.info("adopted", run_id=envelope.run_id, routing_key=message.routing_key, plan=plan.key)
-        return True
+        return await self._adopter.take(message)
 
     async def _checked_attempt(
         self, message: Delivery, attempt: int, mark: Mark

@@ -10,8 +10,8 @@ any name below it, not the name itself) or an address or CIDR (``10.0.0.0/8``, `
 - Deny wins over allow. Without allow rules, everything not denied is allowed: internal
   services (private and loopback addresses) are the usual target.
 - The unspecified addresses (``0.0.0.0/8``, ``::``) are refused whatever the rules say.
-- An IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, NAT64, IPv4-compatible, Teredo)
-  is judged as both: a rule on either address applies.
+- An IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, NAT64's well-known and
+  local-use prefixes, IPv4-compatible, Teredo) is judged as both: a rule on either applies.
 
 Names in URLs are checked before anything is sent; addresses are checked twice: a literal
 address in the URL before sending (aiohttp does not resolve those), every name's addresses in
@@ -32,10 +32,15 @@ from warren_cron.errors import DestinationDenied
 log = structlog.get_logger("warren_cron.worker.destinations")
 
 Address = IPv4Address | IPv6Address
-#: Link-local (cloud metadata at 169.254.169.254, IPv6 link-local) and EC2's IPv6 metadata.
-DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254")
-#: Where clouds serve instance credentials: a policy that permits these is worth a warning.
-METADATA = (IPv4Address("169.254.169.254"), IPv6Address("fd00:ec2::254"))
+#: Where clouds serve instance credentials: most at 169.254.169.254, EC2 also at
+#: fd00:ec2::254, Alibaba Cloud at 100.100.100.200. A policy that permits one is warned about.
+METADATA = (
+    IPv4Address("169.254.169.254"),
+    IPv6Address("fd00:ec2::254"),
+    IPv4Address("100.100.100.200"),
+)
+#: Link-local (169.254.169.254 among it, IPv6 link-local) and the other metadata addresses.
+DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254", "100.100.100.200")
 
 
 def literal_address(host: str) -> Address | None:
@@ -50,9 +55,10 @@ def literal_address(host: str) -> Address | None:
 #: connect it to this host itself, past any rule written for loopback, and no service is
 #: ever meant by it: it is refused whatever the rules say rather than guessed at.
 UNSPECIFIED: Final = (ip_network("0.0.0.0/8"), ip_network("::/128"))
-#: NAT64's well-known prefix (RFC 6052): a gateway connects to the IPv4 address in the last
-#: 32 bits. Deprecated IPv4-compatible addresses (``::a.b.c.d``) put it in the same place.
-NAT64: Final = ip_network("64:ff9b::/96")
+#: NAT64's well-known prefix (RFC 6052) and the local-use one (RFC 8215): a gateway connects
+#: to the IPv4 address in the last 32 bits, as a /96 under either puts it. Deprecated
+#: IPv4-compatible addresses (``::a.b.c.d``) put it in the same place.
+NAT64: Final = (ip_network("64:ff9b::/96"), ip_network("64:ff9b:1::/48"))
 IPV4_COMPATIBLE: Final = ip_network("::/96")
 UNSPECIFIED_TEXT = (
     "is unspecified (0.0.0.0/8, ::): it reaches this host, so it is always refused; "
@@ -65,7 +71,8 @@ def carried(address: IPv6Address) -> IPv4Address | None:
     if found := address.ipv4_mapped or address.sixtofour:
         return found
     # ``::`` and ``::1`` lie in ::/96 too, and are themselves.
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+    compatible = address in IPV4_COMPATIBLE and int(address) > 1
+    if compatible or any(address in prefix for prefix in NAT64):
         return IPv4Address(int(address) & 0xFFFF_FFFF)
     return address.teredo[1] if address.teredo else None
 

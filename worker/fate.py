@@ -25,7 +25,7 @@ from aio_pika.abc import AbstractExchange
 from warren_cron.clock import utcnow
 from warren_cron.names import FAILED_KEY, FINAL_KEY
 from warren_cron.plan import RetryPlan, is_retry_key
-from warren_cron.records import Failure, failure_record
+from warren_cron.records import Failure, Received, failure_record
 from warren_cron.worker.attempt import EXPIRED, Outcome, Result
 from warren_cron.worker.delivery import Delivery
 
@@ -102,12 +102,20 @@ class Settler:
         elif verdict.action is Action.RETRY:
             await message.reject()
         else:
-            await self._fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
+            await self.fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
 
-    async def _fail(self, message: Delivery, failure: Failure, run_id: str | None) -> None:
+    async def fail(
+        self,
+        message: Delivery,
+        failure: Failure,
+        run_id: str | None,
+        recorded: Received | None = None,
+    ) -> None:
+        """Publish the failure record of ``recorded`` (the message itself unless given), then
+        ack ``message``; NACK it when the record is not confirmed."""
         try:
             await self._dlx.publish(
-                failure_record(message, failure, run_id=run_id),
+                failure_record(recorded or message, failure, run_id=run_id),
                 FAILED_KEY,
                 mandatory=True,
                 timeout=RECORD_TIMEOUT_SECONDS,

@@ -1,8 +1,11 @@
 """The built-in ``http`` handler: call a webhook, map its status to the task's outcome.
 
 2xx succeeds; 408, 429, 5xx, network errors and timeouts are retried; 3xx and every other
-4xx fail at once with the status and a body excerpt. Redirects are never followed: the
-destination policy judged the URL the task names, not wherever a server points.
+4xx fail at once with the status and a body excerpt. Every error text is scrubbed of the
+secrets the request sent (``request_secrets``) before it leaves this module, whatever the
+endpoint echoes: logs, failure records, history, alerts and pages all get the scrubbed text.
+Redirects are never followed: the destination policy judged the URL the task names, not
+wherever a server points.
 
 One aiohttp ``ClientSession`` serves every http task of a worker: connections are kept alive
 and reused, no cookie is kept from one task to the next, and no proxy is taken from the
@@ -11,6 +14,7 @@ environment (a proxy would be the address connected to, defeating the destinatio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -22,6 +26,7 @@ import structlog
 from yarl import URL
 
 from warren_cron.errors import PermanentError, RetryableError
+from warren_cron.redaction import MIN_PART, Scrubber, header_secrets, sensitive_header
 from warren_cron.signing import SIGNATURE_HEADER, sign
 from warren_cron.webhook import HttpRequest, SecretRef, parse_request
 from warren_cron.worker.context import TaskContext
@@ -33,6 +38,8 @@ from warren_cron.worker.settings import WorkerSettings
 log = structlog.get_logger("warren_cron.worker.http")
 RETRYABLE_STATUSES = frozenset({408, 429})
 EXCERPT_CHARS = 500
+#: What is read of a failed answer's body: enough bytes for ``EXCERPT_CHARS`` characters.
+EXCERPT_BYTES = EXCERPT_CHARS * 4
 #: A body up to this size is read to its end so that the connection can be reused; past it
 #: the connection is closed instead of reading on.
 DRAIN_BYTES = 65_536
@@ -109,16 +116,31 @@ def shown(url: URL) -> str:
     return str(url.with_user(None).with_query(None))
 
 
-def why(error: Exception, url: URL) -> str:
-    """An aiohttp error's text, with the URL in it shown as ``shown`` shows it."""
-    return str(error).replace(str(url), shown(url))
+def why(error: Exception, url: URL, scrub: Scrubber) -> str:
+    """An aiohttp error's text (it may quote the peer's answer), with the URL in it shown as
+    ``shown`` shows it and the request's secrets scrubbed."""
+    return scrub(str(error).replace(str(url), shown(url)))
 
 
-def check_status(method: str, url: URL, status: int, body: bytes) -> None:
-    """Raise unless the status is 2xx, naming the status and the start of the body."""
+def request_secrets(request: HttpRequest, sent: dict[str, str], url: URL) -> Iterator[str]:
+    """What the request sent that is secret: the values of its secret references and of its
+    sensitive headers, the URL's password (sent as Basic auth) and its query's values."""
+    for name, value in sent.items():
+        if sensitive_header(name) or isinstance(request.headers.get(name), SecretRef):
+            yield from header_secrets(value)
+    if url.password:
+        yield from (url.password, f"{url.user or ''}:{url.password}")
+    query = (url.raw_query_string, *url.query.values())
+    yield from (value for value in query if len(value) >= MIN_PART)
+
+
+def check_status(method: str, url: URL, status: int, body: bytes, scrub: Scrubber) -> None:
+    """Raise unless the status is 2xx, naming the status and the start of the body, which is
+    scrubbed before it is cut so that no secret straddles the cut."""
     if 200 <= status < 300:
         return
-    excerpt = body.decode("utf-8", "replace")[:EXCERPT_CHARS]
+    text = scrub(body.decode("utf-8", "replace"), cut=len(body) >= EXCERPT_BYTES)
+    excerpt = text[:EXCERPT_CHARS]
     message = f"HTTP {status} from {method} {shown(url)}: {excerpt}"
     if status in RETRYABLE_STATUSES or status >= 500:
         raise HttpStatusError(message, status)
@@ -169,16 +191,17 @@ class HttpHandler:
         self._options.policy.check_host(url.raw_host or "")
         body = encode_body(request)
         headers = self.headers(request, ctx, url, body)
+        scrub = Scrubber(request_secrets(request, headers, url))
         timeout = min(request.timeout or ctx.timeout_seconds, ctx.timeout_seconds)
-        status, excerpt = await self._send(request.method, url, headers, body, timeout)
-        check_status(request.method, url, status, excerpt)
+        status, kept = await self._send(request.method, url, headers, body, timeout, scrub)
+        check_status(request.method, url, status, kept, scrub)
         return {"status": status}
 
     def headers(
         self, request: HttpRequest, ctx: TaskContext, url: URL, body: bytes | None
     ) -> dict[str, str]:
         """The headers sent: the payload's (secrets resolved), X-Cron-*, the signature."""
-        headers = {name: self._value(v) for name, v in request.headers.items()}
+        headers = {name: self._value(v, f"header {name!r}") for name, v in request.headers.items()}
         if request.json_body is not None and not any(n.lower() == "content-type" for n in headers):
             headers.update(JSON_TYPE)
         headers.update(cron_headers(ctx))
@@ -188,11 +211,17 @@ class HttpHandler:
             headers[SIGNATURE_HEADER] = sign(key, request.method, url.raw_path_qs, body or b"")
         return headers
 
-    def _value(self, value: str | SecretRef) -> str:
-        return value if isinstance(value, str) else self._options.secrets.resolve(value)
+    def _value(self, value: str | SecretRef, use: str = "signing_secret") -> str:
+        return value if isinstance(value, str) else self._options.secrets.resolve(value, use)
 
     async def _send(
-        self, method: str, url: URL, headers: dict[str, str], body: bytes | None, seconds: float
+        self,
+        method: str,
+        url: URL,
+        headers: dict[str, str],
+        body: bytes | None,
+        seconds: float,
+        scrub: Scrubber,
     ) -> tuple[int, bytes]:
         try:
             async with self._session.request(
@@ -203,12 +232,12 @@ class HttpHandler:
                 allow_redirects=False,
                 timeout=client_timeout(seconds),
             ) as response:
-                keep = 0 if 200 <= response.status < 300 else EXCERPT_CHARS * 4
+                keep = 0 if 200 <= response.status < 300 else EXCERPT_BYTES
                 return response.status, await read_body(response, keep)
         except aiohttp.InvalidURL as error:
-            raise PermanentError(f"cannot call {shown(url)}: {why(error, url)}") from None
+            raise PermanentError(f"cannot call {shown(url)}: {why(error, url, scrub)}") from None
         except TimeoutError:
             raise HttpTimeout(f"no complete answer from {shown(url)} in {seconds}s") from None
         except aiohttp.ClientError as error:
             name = type(error).__name__
-            raise RetryableError(f"{name} calling {shown(url)}: {why(error, url)}") from None
+            raise RetryableError(f"{name} calling {shown(url)}: {why(error, url, scrub)}") from None

@@ -20,7 +20,17 @@ from warren_cron.webhook import SecretRef
 
 #: A secret larger than this is no header value: refuse rather than read a huge file.
 MAX_SECRET_BYTES = 65_536
-_SENDABLE = re.compile(r"^[\t\x20-\x7e]+$")
+_SENDABLE = re.compile(r"[\t\x20-\x7e]+")
+
+
+def _unfit(value: str) -> str | None:
+    """Why ``value`` cannot be sent as a header value, or None when it can (never the value)."""
+    if not value:
+        return "is empty"
+    if "\r" in value or "\n" in value:
+        return "holds a line break; a header value is one line"
+    # Matched whole: ``$`` would also match before a final newline.
+    return None if _SENDABLE.fullmatch(value) else "is not printable ASCII"
 
 
 class SecretSources:
@@ -36,11 +46,15 @@ class SecretSources:
         self._env_names = tuple(env_names)
         self._environ = environ
 
-    def resolve(self, ref: SecretRef) -> str:
-        """The secret ``ref`` names, or ``SecretUnavailable`` saying why not."""
-        value = self._from_env(ref.env) if ref.env is not None else self._from_file(ref.file)
-        if not _SENDABLE.match(value):
-            raise SecretUnavailable(f"secret {ref} is empty or not printable ASCII on one line")
+    def resolve(self, ref: SecretRef, use: str) -> str:
+        """The secret ``ref`` names for ``use`` (``header 'X-Token'``), or ``SecretUnavailable``
+        saying why not."""
+        try:
+            value = self._from_env(ref.env) if ref.env is not None else self._from_file(ref.file)
+        except SecretUnavailable as error:
+            raise SecretUnavailable(f"{use}: {error}") from None
+        if (problem := _unfit(value)) is not None:
+            raise SecretUnavailable(f"{use}: secret {ref} {problem}")
         return value
 
     def _from_env(self, name: str) -> str:
@@ -65,5 +79,10 @@ class SecretSources:
             raise SecretUnavailable(f"secret file {name}: {error.strerror}") from None
         if len(data) > MAX_SECRET_BYTES:
             raise SecretUnavailable(f"secret file {name}: larger than {MAX_SECRET_BYTES} bytes")
-        # Files written by editors and `echo` end with a newline that is no part of the secret.
-        return data.decode("ascii", "replace").rstrip("\r\n")
+        # Files written by editors and `echo` end with a newline that is no part of the
+        # secret: one is dropped, as Docker and Kubernetes users expect; any other is refused.
+        return _one_line_end_dropped(data.decode("ascii", "replace"))
+
+
+def _one_line_end_dropped(text: str) -> str:
+    return text[:-1].removesuffix("\r") if text.endswith("\n") else text

@@ -3,13 +3,20 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
 from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import LEADING
 from warren_cron.envelope import Envelope
+from warren_cron.testing.install import release
 from warren_cron.testing.ledger import Fate
 from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.private_cluster import PrivateCluster
 from warren_cron.testing.processes import Proc
+from warren_cron.testing.scenario import StillInFlight
 from warren_cron.testing.waits import NeverHappened, eventually
 from warren_cron.testing.workload import ledger_envelope, workload
 
@@ -45,6 +52,19 @@ async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
     report = await scenario.check(timeout=120)
     assert all(worker.alive() for worker in workers), "a worker died with its node"
     assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+
+
+@contextlib.contextmanager
+def stuck_on_3_10(scenario: ClusterScenario) -> Iterator[None]:
+    """An expected failure for the one outcome RabbitMQ 3.10 is known for when a quorum leader
+    dies (README, "What is not guaranteed"): tasks still in the main queue when the wait for
+    quiet ends. A pass is a pass; a loss, any other failure, or this one on 4.x fails."""
+    try:
+        yield
+    except StillInFlight as stuck:
+        if release() == "3" and scenario.names.main_queue in stuck.left:
+            pytest.xfail(f"3.10 left tasks stuck in the main queue: {stuck.left}")
+        raise
 
 
 def locked_run(seconds: float) -> tuple[Envelope, str]:

@@ -49,7 +49,7 @@ def stamp(at: datetime) -> str:
 
 
 def timeline(run: Run) -> list[str]:
-    """One line per event, in time order (see ``topology.history.timeline``)."""
+    """One line per event, in the order they happened (see ``topology.history.timeline``)."""
     lines = []
     for step in steps(run):
         error = f": {step.error}" if step.error else ""

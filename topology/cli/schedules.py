@@ -35,6 +35,7 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, load_schedules
 from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.status import upcoming_fire
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -152,7 +153,7 @@ async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
 
 def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:
     """One schedule: name, how it fires, next fire, pause."""
-    following = schedule.next_fire(now)
+    following = upcoming_fire(schedule, pause is not None, now)
     return {
         "name": schedule.name,
         "fires": schedule.timing.describe(),

@@ -24,7 +24,7 @@ from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
 
 RUNNING = "running"
-#: Every outcome a run can have, for filters (``warren history --outcome``).
+#: Every outcome a run can have, for filters (``history.py --outcome``).
 OUTCOMES = (RUNNING, "retrying", "succeeded", "failed", "lock-contended", "replaced", "skipped")
 #: Outcomes after which nothing more happens to a run unless someone replays it.
 ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
@@ -33,6 +33,8 @@ ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
 SETTLED = ENDED - {"failed"}
 #: The time in a run id: ``nightly@<time>``, ``nightly@manual-<time>``, ``once:job@<time>-<hex>``.
 _RUN_TIME = re.compile(r"@(?:manual-)?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
+#: The step of its replay each kind of event is: begun, tried, ended, purged.
+_PHASES = {"fired": 0, "triggered": 0, "skipped": 0, "replayed": 0, "failed": 2, "purged": 3}
 #: Where each attempt outcome leaves the run.
 _AFTER_ATTEMPT = {"retrying": "retrying"}
 
@@ -81,7 +83,7 @@ class Run:
         return (self.ended_at - begin).total_seconds()
 
     def summary(self) -> dict[str, Any]:
-        """The run in one JSON object, as ``warren history --json`` lists it."""
+        """The run in one JSON object, as ``history.py --json`` lists it."""
         return {
             "run_id": self.run_id,
             "schedule": self.schedule,
@@ -96,13 +98,27 @@ class Run:
         }
 
     def story(self) -> dict[str, Any]:
-        """The run with every event, as ``warren history show --json`` prints it."""
-        return {**self.summary(), "events": [_story_event(e) for e in self.in_time_order()]}
+        """The run with every event, as ``history.py show --json`` prints it."""
+        return {**self.summary(), "events": [_story_event(e) for e in self.in_order()]}
 
-    def in_time_order(self) -> list[Event]:
-        """The events by their time: writers publish in batches of their own, so the stream
-        may hold a replay after the attempt it caused."""
-        return sorted(self.events, key=lambda event: event.at)
+    def in_order(self) -> list[Event]:
+        """The events in the order they happened (``causal_rank``): neither the stream's
+        order (each writer publishes batches of its own) nor the clock alone (a fire and its
+        first attempt can share a millisecond, and hosts' clocks differ)."""
+        return sorted(self.events, key=lambda event: causal_rank(event, self.replays))
+
+
+def causal_rank(event: Event, replays: int) -> tuple[int, int, int, datetime, int]:
+    """Where ``event`` stands in its run: its replay (0 before the first), then the fire or
+    replay, the attempts by number, the failure that ended them, a purge (of the latest of
+    the ``replays``); the time and the stream offset only break ties."""
+    phase = _PHASES.get(event.type, 1)
+    if event.type == "purged":
+        replay = replays
+    else:
+        replay = int(event.get("replay", 1 if event.type == "replayed" else 0))
+    number = int(event.get("attempts" if event.type == "failed" else "attempt", 0))
+    return replay, phase, number, event.at, event.offset
 
 
 def _story_event(event: Event) -> dict[str, Any]:

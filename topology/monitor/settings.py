@@ -54,6 +54,19 @@ class MonitorSettings(CronSettings):
         description="Token that unlocks the dashboard's actions; none: the dashboard is read-only.",
         repr=False,
     )
+    dashboard_login_failures: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Wrong tokens (login or bearer) one client address may send within "
+        "CRON_DASHBOARD_LOCKOUT_SECONDS; then it gets 429 for as long, the right token too.",
+    )
+    dashboard_lockout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="The window those wrong tokens are counted in, and the lockout after them.",
+    )
     dashboard_refresh_seconds: float = Field(
         300.0,
         gt=0,

@@ -19,7 +19,7 @@ from warren_cron.errors import Loc, SettingsError, validation_problems
 from warren_cron.plan import MAX_DELAY_MS, RetryPlan
 
 ENV_PREFIX = "CRON_"
-_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 S = TypeVar("S", bound=BaseSettings)
 _AMQP_URL = TypeAdapter(AmqpDsn)
@@ -129,7 +129,7 @@ class CronSettings(BaseSettings):
     @field_validator("namespace")
     @classmethod
     def _check_namespace(cls, value: str) -> str:
-        if not _NAMESPACE.match(value):
+        if not _NAMESPACE.fullmatch(value):
             raise ValueError("use letters, digits, '_', '.' or '-' (at most 100)")
         return value
 

@@ -50,6 +50,12 @@ def fires_when(schedule: Schedule) -> str:
     return f"{spec.cron} ({spec.timezone})" if spec.timezone else spec.cron
 
 
+def upcoming_fire(schedule: Schedule, paused: bool, now: datetime) -> datetime | None:
+    """The schedule's next fire after ``now``; none while it is paused (it publishes nothing
+    until resumed): what ``status.py``, ``schedules.py list`` and the dashboard show."""
+    return None if paused else schedule.next_fire(now)
+
+
 def status_row(
     schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
 ) -> StatusRow:
@@ -62,7 +68,7 @@ def status_row(
         state.last_outcome,
         state.last_success_at,
         state.last_failure_at,
-        None if paused else schedule.next_fire(now),
+        upcoming_fire(schedule, paused, now),
         *counts,
         schedule.spec.expect_success_within,
     )

@@ -1,6 +1,6 @@
 """The ledger handler: records every attempt, then behaves as its payload says.
 
-Worker processes register it with ``CRON_HANDLER_MODULES=chaoslib.worker_tasks`` and find
+Worker processes register it with ``CRON_HANDLER_MODULES=warren_cron.testing.worker_tasks`` and find
 the ledger file in ``WARREN_TEST_LEDGER``. Payload fields (all optional):
 
 - ``fails``: fail with a retryable error while the attempt number is at most this (-1: always);

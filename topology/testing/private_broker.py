@@ -1,7 +1,7 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
 It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 root in a chroot
-(``chaoslib/install.py``). Either way it has its own node name, ports, data, logs and Erlang
+(``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs and Erlang
 cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it never
 touches the machine's shared broker.
 """

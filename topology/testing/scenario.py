@@ -46,7 +46,12 @@ POLL_SECONDS = 0.5
 
 
 class StillInFlight(AssertionError):
-    """Tasks were still in flight when a scenario's wait for quiet ran out."""
+    """Tasks were still in flight when a scenario's wait for quiet ran out; ``left``: the
+    messages of each queue that still held some."""
+
+    def __init__(self, message: str, left: dict[str, int]) -> None:
+        super().__init__(message)
+        self.left = left
 
 
 def fingerprint(message: AbstractIncomingMessage) -> str:
@@ -195,7 +200,7 @@ class Scenario:
         except TimeoutError:
             if left:
                 raise StillInFlight(
-                    f"still in flight after {timeout}s: {left}\n{report.table()}"
+                    f"still in flight after {timeout}s: {left}\n{report.table()}", left
                 ) from None
         return report
 

@@ -1,4 +1,4 @@
-"""The ledger task: ``CRON_HANDLER_MODULES=chaoslib.worker_tasks`` (chaos runs, fault tests)."""
+"""The ledger task: ``CRON_HANDLER_MODULES=warren_cron.testing.worker_tasks`` (chaos runs, fault tests)."""
 
 from __future__ import annotations
 

@@ -4,19 +4,23 @@ Reading needs nothing. Acting needs ``CRON_DASHBOARD_TOKEN``: either a login (th
 HttpOnly, SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request.
 A form sent with the cookie must also carry the session's CSRF token and, when the browser
 says where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without
-a token configured the dashboard is read-only and refuses every action.
+a token configured the dashboard is read-only and refuses every action. Wrong tokens are
+counted per client address and lock it out for a while (``throttle.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from aiohttp import web
+
+from warren_cron.monitor.dashboard.throttle import LoginThrottle
 
 COOKIE = "warren_session"
 #: Sessions kept at once; the oldest is forgotten first (its user logs in again).
@@ -25,11 +29,13 @@ READ_ONLY = "the dashboard is read-only: set CRON_DASHBOARD_TOKEN on the monitor
 
 
 class Refused(Exception):
-    """An action refused; ``why`` is shown to the user."""
+    """An action refused; ``why`` is shown to the user, with HTTP ``status`` and ``headers``."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(
+        self, why: str, status: int = 403, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(why)
-        self.why = why
+        self.why, self.status, self.headers = why, status, dict(headers or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +54,9 @@ class Actor:
 class Auth:
     """Sessions of logged-in users, in memory: a restarted monitor asks them to log in again."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, throttle: LoginThrottle) -> None:
         self.token = token
+        self.throttle = throttle
         self._key = secrets.token_bytes(32)
         self._sessions: dict[str, str] = {}
 
@@ -58,12 +65,20 @@ class Auth:
         """True when no token is configured: no action is possible."""
         return self.token is None
 
-    def _token_ok(self, given: str) -> bool:
-        return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
+    def _token_ok(self, given: str, address: str) -> bool:
+        """Whether ``given`` is the token; ``Refused`` (429) while ``address`` is locked out
+        for sending wrong ones, whatever it sends."""
+        wait = math.ceil(self.throttle.wait(address))
+        if wait > 0:
+            why = f"too many wrong tokens from {address}: try again in {wait} s"
+            raise Refused(why, status=429, headers={"Retry-After": str(wait)})
+        right = self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
+        (self.throttle.succeeded if right else self.throttle.failed)(address)
+        return right
 
-    def login(self, name: str, token: str) -> str | None:
+    def login(self, name: str, token: str, address: str) -> str | None:
         """A new session id for ``name`` when ``token`` is right; None otherwise."""
-        if not self._token_ok(token):
+        if self.read_only or not self._token_ok(token, address):
             return None
         session = secrets.token_urlsafe(32)
         self._sessions[session] = name.strip()[:40] or "someone"
@@ -92,7 +107,9 @@ class Auth:
         if self.read_only:
             raise Refused(READ_ONLY)
         bearer = request.headers.get("Authorization", "")
-        if bearer.startswith("Bearer ") and self._token_ok(bearer.removeprefix("Bearer ")):
+        if bearer.startswith("Bearer "):
+            if not self._token_ok(bearer.removeprefix("Bearer "), remote):
+                raise Refused("wrong bearer token")
             return Actor("api", remote)
         same_site(request)
         user = self.user(request)

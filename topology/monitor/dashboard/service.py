@@ -25,11 +25,12 @@ from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor.dashboard import pages
 from warren_cron.monitor.dashboard.activity import DAY, Activity
 from warren_cron.monitor.dashboard.app import create_app
-from warren_cron.monitor.dashboard.auth import Auth
+from warren_cron.monitor.dashboard.auth import Auth, Refused
 from warren_cron.monitor.dashboard.failed_index import FailedIndex
 from warren_cron.monitor.dashboard.offsets import OffsetIndex
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
+from warren_cron.monitor.dashboard.throttle import LoginThrottle
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
@@ -59,7 +60,10 @@ class Dashboard:
         self.offsets = OffsetIndex()
         self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
         token = settings.dashboard_token
-        self.auth = Auth(None if token is None else token.get_secret_value())
+        throttle = LoginThrottle(
+            settings.dashboard_login_failures, settings.dashboard_lockout_seconds
+        )
+        self.auth = Auth(None if token is None else token.get_secret_value(), throttle)
         self.notes = Notes()
         self.env = environment()
         self.url: str | None = None
@@ -87,6 +91,14 @@ class Dashboard:
     ) -> web.Response:
         """Render template ``name`` for ``request``."""
         return render(request, self.env, self.auth, self.notes, name, status, **context)
+
+    def refusal(
+        self, request: web.Request, name: str, refused: Refused, **context: Any
+    ) -> web.Response:
+        """Render template ``name`` for a refusal, with its status and headers (``Retry-After``)."""
+        page = self.page(request, name, refused.status, **context)
+        page.headers.update(refused.headers)
+        return page
 
     async def start(self, connection: AbstractRobustConnection) -> None:
         """Follow the last day of history, index the failed queue, and serve the pages."""

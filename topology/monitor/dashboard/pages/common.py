@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
+from yarl import URL
 
 from warren_cron.monitor.dashboard.auth import Actor, Refused
 
@@ -19,6 +22,10 @@ DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
 REASON_CHARS = 300
 #: Does an action for an actor with the form's fields; returns what to tell them.
 Perform = Callable[[Actor, Mapping[str, str], str], Awaitable[str]]
+#: A path of this site: one ``/`` then printable ASCII without space or backslash. Browsers
+#: drop tabs and line breaks from a URL and read ``\`` as ``/``, so ``/<tab>/evil`` would
+#: leave the site: such characters are refused here, never stripped.
+_ON_SITE = re.compile(r"/(?!/)[!-\[\]-~]*")
 
 
 def dashboard_of(request: web.Request) -> Dashboard:
@@ -44,7 +51,7 @@ async def act(request: web.Request, action: str, perform: Perform, back: str) ->
         reason = reason_of(form)
     except Refused as refused:
         log.warning("dashboard action refused", action=action, why=refused.why)
-        return dashboard.page(request, "refused.html", status=403, why=refused.why, back=back)
+        return dashboard.refusal(request, "refused.html", refused, why=refused.why, back=back)
     message = await perform(actor, form, reason)
     log.info("dashboard action", action=action, by=actor.by, reason=reason, result=message)
     if dashboard.auth.user(request) is None:  # a bearer token: a client, not a browser
@@ -56,6 +63,13 @@ async def act(request: web.Request, action: str, perform: Perform, back: str) ->
 def local(path: str | None, default: str) -> str:
     """``path`` when it is a path of this site (the page an action came from), else
     ``default``: a form never sends the browser elsewhere."""
-    if path and path.startswith("/") and not path.startswith("//") and "\\" not in path:
-        return path
-    return default
+    if path is None or not _ON_SITE.fullmatch(path):
+        return default
+    try:
+        sent = str(URL(path))  # what aiohttp puts in the Location header
+    except ValueError:
+        return default
+    parts = urlsplit(sent)
+    if parts.scheme or parts.netloc or not _ON_SITE.fullmatch(sent):
+        return default
+    return path

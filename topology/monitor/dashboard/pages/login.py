@@ -19,11 +19,12 @@ async def login(request: web.Request) -> web.StreamResponse:
     name, token = str(form.get("name", "")), str(form.get("token", ""))
     try:
         same_site(request)
-        session = dashboard.auth.login(name, token)
+        session = dashboard.auth.login(name, token, request.remote or "?")
     except Refused as refused:
-        return dashboard.page(request, "login.html", status=403, error=refused.why)
+        log.warning("dashboard login refused", remote=request.remote, why=refused.why)
+        return dashboard.refusal(request, "login.html", refused, error=refused.why)
     if session is None:
-        log.warning("dashboard login refused", remote=request.remote)
+        log.warning("dashboard login refused", remote=request.remote, why="wrong token")
         error = "read-only: no token is set" if dashboard.auth.read_only else "wrong token"
         return dashboard.page(request, "login.html", status=403, error=error)
     log.info("dashboard login", user=name, remote=request.remote)
