@@ -1,4 +1,5 @@
-"""The ledger task: ``CRON_HANDLER_MODULES=warren_cron.testing.worker_tasks`` (chaos runs, fault tests)."""
+"""The ledger task, for chaos runs and fault tests: ``CRON_HANDLER_MODULES=
+`` ``warren_cron.testing.worker_tasks``."""
 
 from __future__ import annotations
 
