@@ -1,5 +1,5 @@
-"""The ledger task, for chaos runs and fault tests: ``CRON_HANDLER_MODULES=
-`` ``warren_cron.testing.worker_tasks``."""
+"""The ledger task for chaos runs and fault tests, registered where ``CRON_HANDLER_MODULES``
+names ``warren_cron.testing.worker_tasks``."""
 
 from __future__ import annotations
 
