@@ -15,7 +15,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, UsageError, add_plan_options, plan_options
+from _cli import (
+    EXIT_BROKER,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_plan_options,
+    plan_options,
+    quiet_on_closed_pipe,
+)
 
 from topology.client import Client, Enqueued, EnqueueOptions
 from topology.durations import parse_ms
@@ -116,4 +124,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import orjson
@@ -26,10 +27,11 @@ from _cli import (
     UsageError,
     log_to_stderr,
     plan_options,
+    quiet_on_closed_pipe,
 )
 from _failed_args import build_parser, selection
 from _failed_files import check_new_file, read_jsonl, write_jsonl
-from _failed_view import full, shown_record, table
+from _failed_view import full, shown_record, write_json, write_table
 from aio_pika.abc import AbstractRobustConnection
 
 from topology.broker.connect import connect
@@ -43,7 +45,7 @@ from topology.errors import (
     TopologyError,
 )
 from topology.failed.replay import Replayer, ReplayOptions
-from topology.failed.store import purge_recorded, read_records, restore_records
+from topology.failed.store import each_record, purge_recorded, read_records, restore_records
 from topology.failed.tally import Tally
 from topology.names import Names
 from topology.plan import RetryPlan, task_plan
@@ -100,13 +102,16 @@ async def _read_matching(
 
 
 async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
-    """Print the matching records as a table or JSON."""
-    records = await _read_matching(settings, args, "reading")
-    if args.json:
-        print(orjson.dumps([r.summary() for r in records], option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(table(records))
-    print(f"{len(records)} matching record(s)", file=sys.stderr)
+    """Print the matching records as a table or JSON, each as soon as it is read."""
+
+    async def show(connection: AbstractRobustConnection, names: Names) -> int:
+        records = each_record(connection, names, selection(args), args.limit)
+        async with aclosing(records):
+            write = write_json if args.json else write_table
+            return await write(records, sys.stdout)
+
+    count = await _with_connection(settings, show)
+    print(f"{count} matching record(s)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -179,6 +184,8 @@ def replay_summary(tally: Tally, dry_run: bool) -> str:
     line = f"replayed {tally.moved} of {tally.matched} matching record(s)"
     if tally.failed:
         line += f"; {tally.failed} could not be moved and stay in the failed queue"
+    if tally.matched > tally.moved + tally.failed:
+        line += f"; {tally.matched - tally.moved - tally.failed} not seen again after a reconnect"
     if tally.reconnects:
         line += f"; resumed after {tally.reconnects} broker reconnect(s)"
     return line
@@ -206,7 +213,8 @@ async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     print(replay_summary(tally, args.dry_run), file=sys.stderr)
     for error in tally.errors[:20]:
         print(f"  {error}", file=sys.stderr)
-    return EXIT_PARTIAL if tally.failed or tally.errors else EXIT_OK
+    missed = tally.moved < tally.matched and not args.dry_run
+    return EXIT_PARTIAL if tally.failed or tally.errors or missed else EXIT_OK
 
 
 async def cmd_restore(settings: CronSettings, args: argparse.Namespace) -> int:
@@ -264,4 +272,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

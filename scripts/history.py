@@ -18,7 +18,15 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 
 import orjson
-from _cli import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError, log_to_stderr, run_command
+from _cli import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    UsageError,
+    log_to_stderr,
+    quiet_on_closed_pipe,
+    run_command,
+)
 from _history_view import runs_table, story
 from aio_pika.abc import AbstractConnection
 
@@ -164,4 +172,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

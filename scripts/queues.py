@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 import orjson
-from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned
+from _cli import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned, quiet_on_closed_pipe
 
 from topology.broker.connect import connect
 from topology.broker.depths import QueueRow, failed_plan_keys, queue_rows
@@ -108,4 +108,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from _cli import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
+from _cli import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, quiet_on_closed_pipe, run_command
 from aio_pika.abc import AbstractConnection
 
 from topology.broker.connect import connect
@@ -221,4 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

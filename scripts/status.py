@@ -17,7 +17,7 @@ import sys
 from datetime import datetime
 
 import orjson
-from _cli import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
+from _cli import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, quiet_on_closed_pipe, run_command
 
 from topology.broker.connect import connect
 from topology.durations import relative
@@ -126,4 +126,4 @@ async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

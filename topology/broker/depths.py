@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from aio_pika.abc import AbstractConnection
 
-from topology.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from topology.broker.held import holding
+from topology.broker.inspect import age_seconds, counts, peek, plan_queues, retry_keys
 from topology.declare import QueueType
 from topology.headers import H_ROUTING_KEY, text
 from topology.names import DELAY_LEVELS, FINAL_KEY, Names
