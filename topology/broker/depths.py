@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.broker.inspect import age_seconds, counts, holding, peek, plan_queues, retry_keys
+from warren_cron.broker.held import holding
+from warren_cron.broker.inspect import age_seconds, counts, peek, plan_queues, retry_keys
 from warren_cron.declare import QueueType
 from warren_cron.headers import H_ROUTING_KEY, text
 from warren_cron.names import DELAY_LEVELS, FINAL_KEY, Names

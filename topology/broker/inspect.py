@@ -1,74 +1,29 @@
 """Look inside queues without taking anything out: depths, consumers, the head message.
 
-AMQP 0-9-1 has no "peek": a message is read with ``basic.get`` and left unacked, and closing
-the channel (or a NACK with requeue) puts it back where it was, in order. On quorum queues
-each such return counts toward the delivery limit; the queues read this way are declared with
-a limit nobody reaches (``UNLIMITED_DELIVERIES`` in ``topology.declare``).
+A message is read unacked and goes back in place when the reading channel closes
+(``topology.broker.held``). On quorum queues each such return counts toward the delivery
+limit; the queues read this way are declared with a limit nobody reaches
+(``UNLIMITED_DELIVERIES`` in ``topology.declare``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 from aiormq.exceptions import ChannelNotFoundEntity
 
+from warren_cron.broker.held import close_quietly, holding
 from warren_cron.errors import PlanError
 from warren_cron.headers import H_FAILED_AT, H_X_DEATH, as_utc, jsonable, text, x_death
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 
 T = TypeVar("T")
-#: How long one ``basic.get`` may take before the broker is taken for gone.
-GET_TIMEOUT_SECONDS = 15.0
-
-
-async def close_quietly(channel: AbstractChannel) -> None:
-    """Close a channel that the broker may already have closed."""
-    with suppress(Exception):
-        await channel.close()
-
-
-@dataclass(slots=True)
-class Held:
-    """A queue being read: every message taken and not acked goes back when the block ends."""
-
-    queue: AbstractQueue
-    seen: int = 0
-
-    async def messages(self, limit: int | None = None) -> AsyncIterator[AbstractIncomingMessage]:
-        """Messages from the head until none is ready (or ``limit`` were read).
-
-        The count of a passive declare is no bound: on quorum queues it lags by the messages
-        another reader returned a moment ago. Reading ends anyway, because every message read
-        stays held (unacked) by this channel until the block ends.
-        """
-        while limit is None or self.seen < limit:
-            message = await self.queue.get(fail=False, timeout=GET_TIMEOUT_SECONDS)
-            if message is None:
-                return
-            self.seen += 1
-            yield message
-
-    def progress(self, message: AbstractIncomingMessage) -> tuple[int, int]:
-        """Messages read so far, and that plus those still ready behind ``message``."""
-        return self.seen, self.seen + (message.message_count or 0)
-
-
-@asynccontextmanager
-async def holding(connection: AbstractConnection, queue_name: str) -> AsyncIterator[Held]:
-    """Read ``queue_name`` on a channel of its own; closing it returns what was not acked."""
-    channel = await connection.channel()
-    try:
-        yield Held(await channel.declare_queue(queue_name, passive=True))
-    finally:
-        await close_quietly(channel)
 
 
 async def counts(connection: AbstractConnection, queue_name: str) -> tuple[int, int] | None:
@@ -90,20 +45,13 @@ async def peek(
     visit: Callable[[AbstractIncomingMessage], T],
 ) -> T | None:
     """``visit(message)`` of the head message, put back after; None if there is none."""
-    channel = await connection.channel()
     try:
-        queue = await channel.declare_queue(queue_name, passive=True)
-        message = await queue.get(fail=False, timeout=GET_TIMEOUT_SECONDS)
-        if message is None:
-            return None
-        result = visit(message)
-        await message.nack(requeue=True)
+        async with holding(connection, queue_name) as held:
+            async for message in held.messages(1):
+                return visit(message)
     except ChannelNotFoundEntity:
         return None
-    else:
-        return result
-    finally:
-        await close_quietly(channel)
+    return None
 
 
 def _body_time(body: bytes) -> datetime | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
 import structlog
@@ -22,6 +23,7 @@ from warren_cron.errors import (
     validation_problems,
 )
 from warren_cron.plan import RetryPlan
+from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.spec import RetrySpec
 
@@ -67,6 +69,8 @@ def run_command(prog: str, command: Coroutine[Any, Any, int]) -> int:
     """Run an async command for its exit code; broker trouble is said on stderr and exits 3."""
     try:
         return asyncio.run(command)
+    except BrokenPipeError:
+        raise  # an OSError, but the reader's doing: ``quiet_on_closed_pipe`` ends the command
     except (BrokerUnavailable, TopologyError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
     except BROKER_TROUBLE as error:
@@ -74,8 +78,23 @@ def run_command(prog: str, command: Coroutine[Any, Any, int]) -> int:
     return EXIT_BROKER
 
 
+def quiet_on_closed_pipe(main: Callable[[], int]) -> int:
+    """``main()``'s exit code; a reader that stopped reading (``| head``) ends it with 0 and
+    no traceback, as for any Unix filter."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout once more on the way out: that flush must not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    return code
+
+
 def log_to_stderr(level: str = "INFO") -> None:
-    """Send the library's log lines to stderr, so stdout stays the command's output."""
+    """Send the library's log lines to stderr, so stdout stays the command's output; a lost
+    broker is one line, not aio-pika's and aiormq's tracebacks and a line per retry."""
+    demote_reconnect_chatter()
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -94,8 +113,12 @@ def widths(rows: Sequence[Sequence[str]]) -> list[int]:
 def aligned(rows: Sequence[Sequence[str]]) -> str:
     """Rows of cells as a text table, columns aligned; the first row is the header."""
     sizes = widths(rows)
-    lines = ("  ".join(c.ljust(w) for c, w in zip(cells, sizes, strict=True)) for cells in rows)
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(aligned_row(cells, sizes) for cells in rows)
+
+
+def aligned_row(cells: Sequence[str], sizes: Sequence[int]) -> str:
+    """One row of a text table, each cell padded to its column's width."""
+    return "  ".join(c.ljust(w) for c, w in zip(cells, sizes, strict=True)).rstrip()
 
 
 class ProgressBar:

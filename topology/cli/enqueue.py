@@ -22,6 +22,7 @@ from warren_cron.cli.common import (
     UsageError,
     add_plan_options,
     plan_options,
+    quiet_on_closed_pipe,
 )
 from warren_cron.client import Client, Enqueued, EnqueueOptions
 from warren_cron.durations import parse_ms
@@ -122,4 +123,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import orjson
@@ -29,10 +30,11 @@ from warren_cron.cli.common import (
     UsageError,
     log_to_stderr,
     plan_options,
+    quiet_on_closed_pipe,
 )
 from warren_cron.cli.failed_args import build_parser, selection
 from warren_cron.cli.failed_files import check_new_file, read_jsonl, write_jsonl
-from warren_cron.cli.failed_view import full, shown_record, table
+from warren_cron.cli.failed_view import full, shown_record, write_json, write_table
 from warren_cron.declare import declare_topology
 from warren_cron.errors import (
     BrokerUnavailable,
@@ -42,7 +44,7 @@ from warren_cron.errors import (
     TopologyError,
 )
 from warren_cron.failed.replay import Replayer, ReplayOptions
-from warren_cron.failed.store import purge_recorded, read_records, restore_records
+from warren_cron.failed.store import each_record, purge_recorded, read_records, restore_records
 from warren_cron.failed.tally import Tally
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan, task_plan
@@ -99,13 +101,16 @@ async def _read_matching(
 
 
 async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
-    """Print the matching records as a table or JSON."""
-    records = await _read_matching(settings, args, "reading")
-    if args.json:
-        print(orjson.dumps([r.summary() for r in records], option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(table(records))
-    print(f"{len(records)} matching record(s)", file=sys.stderr)
+    """Print the matching records as a table or JSON, each as soon as it is read."""
+
+    async def show(connection: AbstractRobustConnection, names: Names) -> int:
+        records = each_record(connection, names, selection(args), args.limit)
+        async with aclosing(records):
+            write = write_json if args.json else write_table
+            return await write(records, sys.stdout)
+
+    count = await _with_connection(settings, show)
+    print(f"{count} matching record(s)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -178,6 +183,8 @@ def replay_summary(tally: Tally, dry_run: bool) -> str:
     line = f"replayed {tally.moved} of {tally.matched} matching record(s)"
     if tally.failed:
         line += f"; {tally.failed} could not be moved and stay in the failed queue"
+    if tally.matched > tally.moved + tally.failed:
+        line += f"; {tally.matched - tally.moved - tally.failed} not seen again after a reconnect"
     if tally.reconnects:
         line += f"; resumed after {tally.reconnects} broker reconnect(s)"
     return line
@@ -205,7 +212,8 @@ async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     print(replay_summary(tally, args.dry_run), file=sys.stderr)
     for error in tally.errors[:20]:
         print(f"  {error}", file=sys.stderr)
-    return EXIT_PARTIAL if tally.failed or tally.errors else EXIT_OK
+    missed = tally.moved < tally.matched and not args.dry_run
+    return EXIT_PARTIAL if tally.failed or tally.errors or missed else EXIT_OK
 
 
 async def cmd_restore(settings: CronSettings, args: argparse.Namespace) -> int:
@@ -263,4 +271,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

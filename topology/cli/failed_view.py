@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from textwrap import indent
+from typing import Any, TextIO
 
 import orjson
 
-from warren_cron.cli.common import aligned
+from warren_cron.cli.common import aligned_row, widths
 from warren_cron.failed.export import exported
 from warren_cron.headers import H_X_DEATH, jsonable, text
 from warren_cron.records import FailedRecord
 from warren_cron.redaction import redact_body
 
+#: Rows read before the first is written, to set the column widths; a longer cell later pushes
+#: its own line's columns right.
+SAMPLE_ROWS = 100
 COLUMNS = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "REASON", "FAILED AT", "REPLAYS")
 
 
@@ -36,9 +40,39 @@ def row(record: FailedRecord) -> tuple[str, ...]:
     )
 
 
-def table(records: Sequence[FailedRecord]) -> str:
-    """Records as an aligned text table with a header line."""
-    return aligned([COLUMNS, *(row(record) for record in records)])
+async def write_table(records: AsyncIterator[FailedRecord], out: TextIO) -> int:
+    """Records as an aligned table with a header line, each written as soon as it is read
+    (the first ``SAMPLE_ROWS`` set the widths); the number of records."""
+    sample: list[tuple[str, ...]] = []
+    async for record in records:
+        sample.append(row(record))
+        if len(sample) >= SAMPLE_ROWS:
+            break
+    sizes = widths([COLUMNS, *sample])
+    for cells in [COLUMNS, *sample]:
+        _write(out, aligned_row(cells, sizes) + "\n")
+    count = len(sample)
+    async for record in records:
+        _write(out, aligned_row(row(record), sizes) + "\n")
+        count += 1
+    return count
+
+
+async def write_json(records: AsyncIterator[FailedRecord], out: TextIO) -> int:
+    """Records' summaries as one indented JSON array, each written as soon as it is read."""
+    count = 0
+    async for record in records:
+        element = orjson.dumps(record.summary(), option=orjson.OPT_INDENT_2).decode()
+        _write(out, ("[\n" if count == 0 else ",\n") + indent(element, "  "))
+        count += 1
+    _write(out, "\n]\n" if count else "[]\n")
+    return count
+
+
+def _write(out: TextIO, text: str) -> None:
+    # Flushed at once: a reader sees each row as it is read, and a closed pipe stops the read.
+    out.write(text)
+    out.flush()
 
 
 def pretty_json(value: Any) -> str:

@@ -27,6 +27,7 @@ from warren_cron.cli.common import (
     EXIT_USAGE,
     UsageError,
     log_to_stderr,
+    quiet_on_closed_pipe,
     run_command,
 )
 from warren_cron.cli.history_view import runs_table, story
@@ -170,4 +171,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

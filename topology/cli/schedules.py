@@ -20,7 +20,14 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
-from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
+from warren_cron.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    log_to_stderr,
+    quiet_on_closed_pipe,
+    run_command,
+)
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import (
     ScheduleError,
@@ -219,4 +226,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

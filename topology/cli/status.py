@@ -18,7 +18,14 @@ from datetime import datetime
 import orjson
 
 from warren_cron.broker.connect import connect
-from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, aligned, log_to_stderr, run_command
+from warren_cron.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    aligned,
+    log_to_stderr,
+    quiet_on_closed_pipe,
+    run_command,
+)
 from warren_cron.clock import utcnow
 from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
@@ -125,4 +132,4 @@ async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(quiet_on_closed_pipe(main))

@@ -32,7 +32,8 @@ from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractRobu
 from aiormq.exceptions import DeliveryError
 
 from warren_cron.broker.connect import connect, publish_channel
-from warren_cron.broker.inspect import fingerprint, holding
+from warren_cron.broker.held import Held, holding
+from warren_cron.broker.inspect import fingerprint
 from warren_cron.clock import utcnow
 from warren_cron.declare import PlanDeclarer, declare_topology
 from warren_cron.errors import BROKER_TROUBLE, BrokerUnavailable
@@ -130,6 +131,11 @@ class Replayer:
         self._published: dict[str, tuple[str, datetime]] = {}
         self._history: HistoryPublisher | None = None
         self._refused: set[str] = set()
+        #: Records by content: read, matched and moved, each counted once however often read.
+        self._scanned: set[str] = set()
+        self._matched: set[str] = set()
+        self._moved_keys: set[str] = set()
+        self._total = 0
         self._next_publish = 0.0
         self._connected = False
 
@@ -147,7 +153,11 @@ class Replayer:
                 return self.tally
 
     async def _await_broker(self, error: BaseException) -> bool:
-        log.warning("broker connection lost; resuming when it answers", error=repr(error))
+        log.warning(
+            "broker connection lost; resuming when it answers",
+            error=f"{type(error).__name__}: {error}",
+            wait_s=self.options.reconnect_seconds,
+        )
         deadline = time.monotonic() + self.options.reconnect_seconds
         while time.monotonic() < deadline:
             await asyncio.sleep(1.0)
@@ -175,12 +185,14 @@ class Replayer:
                 holding(connection, self.names.failed_queue) as held,
                 Window(WINDOW) as moves,
             ):
+                self._total = max(self._total, held.ready_at_start)
                 async for message in held.messages():
                     if self._done(len(moves)):
                         break  # this one is held and goes back in place
-                    await self._one(message, exchange, plans, moves)
+                    await self._one(held, message, exchange, plans, moves)
                     if self.options.progress is not None:
-                        self.options.progress(*held.progress(message))
+                        done = len(self._scanned)
+                        self.options.progress(done, max(done, self._total))
                 # Every move ends (copy confirmed, record acked) before the channel closes and
                 # returns what was not acked.
                 await moves.drain()
@@ -202,30 +214,34 @@ class Replayer:
 
     async def _one(
         self,
+        held: Held,
         message: AbstractIncomingMessage,
         exchange: AbstractExchange,
         plans: PlanDeclarer,
         moves: Window,
     ) -> None:
-        self.tally.scanned += 1
         record = read_record(message, self.names.main_queue)
         key = fingerprint(message)
+        self._scanned.add(key)
+        self.tally.scanned = len(self._scanned)
         if not self.options.select.matches(record) or key in self._refused:
             return  # left unacked: it goes back in place when the channel closes
-        self.tally.matched += 1
+        self._matched.add(key)
+        self.tally.matched = len(self._matched)
         if self.options.dry_run:
-            self.tally.moved += 1
+            self.tally.moved = len(self._matched)
         elif key in self._published:
-            await message.ack()  # confirmed on an earlier pass whose ack was lost
-            self._moved(record, *self._published[key])
+            await held.ack(message)  # confirmed on an earlier pass whose ack was lost
+            self._moved(record, key)
         else:
             await self._pace()
             plan = self.options.plan_for(record)
             await plans.declare(plan)
-            await moves.start(partial(self._move, message, record, key, exchange, plan))
+            await moves.start(partial(self._move, held, message, record, key, exchange, plan))
 
     async def _move(
         self,
+        held: Held,
         message: AbstractIncomingMessage,
         record: FailedRecord,
         key: str,
@@ -233,11 +249,15 @@ class Replayer:
         plan: RetryPlan,
     ) -> None:
         if await self._publish(record, key, exchange, plan):
-            await message.ack()
-            self._moved(record, *self._published[key])
+            await held.ack(message)
+            self._moved(record, key)
 
-    def _moved(self, record: FailedRecord, plan: str, at: datetime) -> None:
-        self.tally.moved += 1
+    def _moved(self, record: FailedRecord, key: str) -> None:
+        if key in self._moved_keys:
+            return  # a record acked before, back from a broker restart: moved once
+        self._moved_keys.add(key)
+        self.tally.moved = len(self._moved_keys)
+        plan, at = self._published[key]
         if self._history is not None:
             replay, options = record.replays + 1, self.options
             self._history.emit(

@@ -7,13 +7,14 @@ file, flushed to disk, before the first ack.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import aclosing
 from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractRobustConnection
 
 from warren_cron.broker.connect import publish_channel
-from warren_cron.broker.inspect import holding
+from warren_cron.broker.held import Held, holding
 from warren_cron.failed.export import restored_message
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.tally import Progress, Tally
@@ -24,8 +25,24 @@ from warren_cron.records import FailedRecord, read_record
 from warren_cron.runtime.settings import CronSettings
 
 Exporter = Callable[[list[FailedRecord]], None]
+#: A record read and the message it came in, held until acked or handed back.
+Chosen = tuple[AbstractIncomingMessage, FailedRecord]
 #: Told of each record once it is gone from the failed queue.
 Removed = Callable[[FailedRecord], None]
+
+
+async def each_record(
+    connection: AbstractConnection,
+    names: Names,
+    select: RecordFilter,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> AsyncGenerator[FailedRecord]:
+    """Matching records from the head of the failed queue, one at a time as they are read;
+    the queue keeps every one of them (close the iterator to hand them back at once)."""
+    async with holding(connection, names.failed_queue) as held:
+        async for _, record in _matching(held, names, select, limit, progress):
+            yield record
 
 
 async def read_records(
@@ -36,8 +53,8 @@ async def read_records(
     progress: Progress | None = None,
 ) -> list[FailedRecord]:
     """Matching records from the head of the failed queue, which keeps every one of them."""
-    chosen = await _choose(connection, names, select, limit, progress, purge=None)
-    return [record for _, record in chosen]
+    async with aclosing(each_record(connection, names, select, limit, progress)) as records:
+        return [record async for record in records]
 
 
 async def purge_records(
@@ -53,17 +70,17 @@ async def purge_records(
     ``removed`` hears of each one removed."""
     tally = Tally()
 
-    async def remove(chosen: list[tuple[AbstractIncomingMessage, FailedRecord]]) -> None:
+    async def remove(held: Held, chosen: list[Chosen]) -> None:
         tally.matched = len(chosen)
         if export is not None:
             export([record for _, record in chosen])
         for message, record in chosen:
-            await message.ack()
+            await held.ack(message)
             tally.moved += 1
             if removed is not None:
                 removed(record)
 
-    await _choose(connection, names, select, limit, progress, purge=remove)
+    await _choose(connection, names, select, limit, progress, remove)
     return tally
 
 
@@ -88,27 +105,36 @@ async def purge_recorded(
         return await purge_records(connection, names, select, limit, progress, export, gone)
 
 
+async def _matching(
+    held: Held,
+    names: Names,
+    select: RecordFilter,
+    limit: int | None,
+    progress: Progress | None,
+) -> AsyncIterator[Chosen]:
+    found = 0
+    async for message in held.messages():
+        record = read_record(message, names.main_queue)
+        if progress is not None:
+            progress(*held.progress())
+        if select.matches(record):
+            found += 1
+            yield message, record
+        if limit is not None and found >= limit:
+            return
+
+
 async def _choose(
     connection: AbstractConnection,
     names: Names,
     select: RecordFilter,
     limit: int | None,
     progress: Progress | None,
-    purge: Callable[[list[tuple[AbstractIncomingMessage, FailedRecord]]], Any] | None,
-) -> list[tuple[AbstractIncomingMessage, FailedRecord]]:
-    chosen: list[tuple[AbstractIncomingMessage, FailedRecord]] = []
+    purge: Callable[[Held, list[Chosen]], Any],
+) -> None:
     async with holding(connection, names.failed_queue) as held:
-        async for message in held.messages():
-            record = read_record(message, names.main_queue)
-            if select.matches(record):
-                chosen.append((message, record))
-            if progress is not None:
-                progress(*held.progress(message))
-            if limit is not None and len(chosen) >= limit:
-                break
-        if purge is not None:
-            await purge(chosen)
-    return chosen
+        matching = _matching(held, names, select, limit, progress)
+        await purge(held, [chosen async for chosen in matching])
 
 
 async def restore_records(
