@@ -3,7 +3,7 @@
 
 import sys
 
-from warren_cron.cli.enqueue import main
+from warren_cron.cli.main import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["enqueue", *sys.argv[1:]]))

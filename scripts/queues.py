@@ -3,7 +3,7 @@
 
 import sys
 
-from warren_cron.cli.queues import main
+from warren_cron.cli.main import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["queues", *sys.argv[1:]]))

@@ -3,7 +3,7 @@
 
 import sys
 
-from warren_cron.cli.schedules import main
+from warren_cron.cli.main import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["schedules", *sys.argv[1:]]))

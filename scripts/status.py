@@ -3,7 +3,7 @@
 
 import sys
 
-from warren_cron.cli.status import main
+from warren_cron.cli.main import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["status", *sys.argv[1:]]))

@@ -19,7 +19,7 @@ LISTING = [
     ["failed", "list"],
     ["failed", "show", "no-such-run"],
     ["queues", "--json"],
-    ["queues.py"],
+    ["queues"],
     ["status", "--json"],
     ["schedules", "list"],
     ["history", "--json"],

@@ -22,7 +22,6 @@ from warren_cron.cli.common import (
     UsageError,
     add_plan_options,
     plan_options,
-    quiet_on_closed_pipe,
 )
 from warren_cron.client import Client, Enqueued, EnqueueOptions
 from warren_cron.durations import parse_ms
@@ -120,7 +119,3 @@ def main(argv: list[str] | None = None) -> int:
     if not done.created:
         print("warren enqueue: this key was enqueued before; nothing sent", file=sys.stderr)
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))

@@ -30,7 +30,6 @@ from warren_cron.cli.common import (
     UsageError,
     log_to_stderr,
     plan_options,
-    quiet_on_closed_pipe,
 )
 from warren_cron.cli.failed_args import build_parser, selection
 from warren_cron.cli.failed_files import check_new_file, read_jsonl, write_jsonl
@@ -268,7 +267,3 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokerUnavailable, TopologyError) as error:
         print(f"warren failed: {error}", file=sys.stderr)
         return EXIT_BROKER
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))

@@ -27,7 +27,6 @@ from warren_cron.cli.common import (
     EXIT_USAGE,
     UsageError,
     log_to_stderr,
-    quiet_on_closed_pipe,
     run_command,
 )
 from warren_cron.cli.history_view import runs_table, story
@@ -168,7 +167,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
     return run_command("warren history", with_history(settings, args, since))
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple, cast
 
-from warren_cron.cli.common import EXIT_OK, EXIT_USAGE
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, quiet_on_closed_pipe
 
 DISTRIBUTION = "warren-cron"
 
@@ -65,10 +65,11 @@ def asks_version(argv: Sequence[str]) -> bool:
 
 
 def run(name: str, argv: Sequence[str]) -> int:
-    """Run subcommand ``name`` with ``argv``; its exit code."""
+    """Run subcommand ``name`` with ``argv``; its exit code (0 when a reader such as ``head``
+    closed the output pipe early, as for any Unix filter)."""
     module = importlib.import_module(SUBCOMMANDS[name].module)
     entry = cast(Callable[[list[str]], int], module.main)
-    return entry(list(argv))
+    return quiet_on_closed_pipe(lambda: entry(list(argv)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import orjson
 from warren_cron.broker.connect import connect
 from warren_cron.broker.depths import QueueRow, failed_plan_keys, queue_rows
 from warren_cron.broker.inspect import counts
-from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned, quiet_on_closed_pipe
+from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned
 from warren_cron.durations import for_people
 from warren_cron.errors import BrokerUnavailable, PlanError, SettingsError
 from warren_cron.names import Names
@@ -104,7 +104,3 @@ def main(argv: list[str] | None = None) -> int:
     output: Any = [asdict(r) for r in rows]
     print(orjson.dumps(output, option=orjson.OPT_INDENT_2).decode() if args.json else table(rows))
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))

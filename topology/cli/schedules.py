@@ -25,7 +25,6 @@ from warren_cron.cli.common import (
     EXIT_USAGE,
     UsageError,
     log_to_stderr,
-    quiet_on_closed_pipe,
     run_command,
 )
 from warren_cron.clock import utc_text, utcnow
@@ -223,7 +222,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
     return run_command("warren schedules", COMMANDS[args.command](context, args))
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))

@@ -23,7 +23,6 @@ from warren_cron.cli.common import (
     EXIT_USAGE,
     aligned,
     log_to_stderr,
-    quiet_on_closed_pipe,
     run_command,
 )
 from warren_cron.clock import utcnow
@@ -129,7 +128,3 @@ async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) 
     now = utcnow()
     show(status_rows(schedules, fold, pauses, now), as_json, now)
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(quiet_on_closed_pipe(main))
