@@ -1,4 +1,6 @@
-# One image for every process: worker, scheduler, monitor and the ops scripts.
+# One image for every process: `warren worker`, `warren scheduler`, `warren monitor` and the ops
+# commands (`warren failed`, ...). The folders topology/, worker/ and scheduler/ install as the
+# one package warren_cron (pyproject.toml, [tool.setuptools.package-dir]).
 FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

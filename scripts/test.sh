@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the project with its test extras into .venv, then lint, type-check and run every test.
+# Install the project with its test and docs extras into .venv, then lint, type-check, build
+# the documentation and run every test.
 #   scripts/test.sh [pytest args]               on the broker at CRON_AMQP_URL (or localhost)
 #   scripts/test.sh --rabbitmq4 [pytest args]   the tests again on a private RabbitMQ 4.0 node,
 #       fault tests' nodes included (needs root: builds and caches a Debian trixie root once)
@@ -10,7 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 
-ensure_venv "[test]"
+ensure_venv "[test,docs]"
 tests=("$VENV/bin/pytest" -n "${WARREN_TEST_PROCESSES:-3}" --dist worksteal -m "not cluster")
 
 cluster_tests() {  # one process: a cluster is three nodes, one is enough on two cores
@@ -44,6 +45,15 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 echo "== ruff";   "$VENV/bin/ruff" check .
 echo "== mypy";   "$VENV/bin/mypy" -p warren_cron && "$VENV/bin/mypy" scripts tests examples
+# --strict turns every warning (a broken link or anchor, a page left out of the nav) into a
+# failure; -q would hide the warnings from the count, so the log is shown only on failure.
+echo "== mkdocs"
+if ! NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --site-dir "$VENV/site" \
+    >"$VENV/mkdocs.log" 2>&1; then
+    cat "$VENV/mkdocs.log" >&2
+    echo "the documentation does not build (log above, also in $VENV/mkdocs.log)" >&2
+    exit 1
+fi
 # Most tests wait on the broker, not the CPU: three processes keep two cores busy, and
 # work-stealing keeps the long fault tests from queueing behind one another.
 echo "== pytest"

@@ -123,8 +123,8 @@ async def test_a_delayed_task_held_across_a_broker_restart_runs_once(
 ) -> None:
     """Quorum levels: stopped or killed -9 while the task waits, the node keeps it, and it
     runs once, as attempt 1. It waits in its first level (64 s) until the node is back: a
-    level that expires while the node boots can be stranded (README, "What is not
-    guaranteed")."""
+    level that expires while the node boots can be stranded (docs/reliability.md,
+    "What is not guaranteed")."""
     broker.queue_type = "quorum"
     settings = broker.settings()
     broker.plan_keys.update(step.key for step in settings.default_plan().suffixes())

@@ -16,13 +16,16 @@ from warren_cron.worker.http import HttpHandler
 
 Handler = Callable[..., HttpHandler]
 SECRET = "s3cret-signing-key"
-#: The README's worked example: these inputs give this header (checked with openssl too).
+#: The worked example of docs/http-tasks.md: these inputs give this header (checked with openssl
+#: too).
 EXAMPLE = (SECRET, "POST", "/hooks/report?source=warren", b'{"event":"nightly"}', 1767225600)
 EXAMPLE_HEADER = "t=1767225600,v1=f5ce5d8c34609ae4e048b17b859019adfbe8fd79533961fddaf62529408204b3"
 
 
-def test_the_readme_example_gives_the_documented_header() -> None:
-    """The worked example in the README, byte for byte."""
+def test_the_documented_example_gives_the_documented_header() -> None:
+    """The worked example on the http task's page, byte for byte."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "http-tasks.md").read_text()
+    assert f"X-Cron-Signature: {EXAMPLE_HEADER}" in page
     secret, method, target, body, t = EXAMPLE
     assert sign(secret, method, target, body, t) == EXAMPLE_HEADER
     assert verify_signature(EXAMPLE_HEADER, secret, method, target, body, now=t + 10) == t

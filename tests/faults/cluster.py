@@ -57,8 +57,8 @@ async def nothing_lost(scenario: ClusterScenario, workers: list[Proc]) -> None:
 @contextlib.contextmanager
 def stuck_on_3_10(scenario: ClusterScenario) -> Iterator[None]:
     """An expected failure for the one outcome RabbitMQ 3.10 is known for when a quorum leader
-    dies (README, "What is not guaranteed"): tasks still in the main queue when the wait for
-    quiet ends. A pass is a pass; a loss, any other failure, or this one on 4.x fails."""
+    dies (docs/reliability.md, "What is not guaranteed"): tasks still in the main queue when the
+    wait for quiet ends. A pass is a pass; a loss, any other failure, or this one on 4.x fails."""
     try:
         yield
     except StillInFlight as stuck:

@@ -1,6 +1,7 @@
 """The settings reference and ``.env.example``, generated from the Settings classes.
 
-``scripts/settings_doc.py`` writes them; the tests check that neither drifts from the code.
+``scripts/settings_doc.py`` writes them (the table into ``docs/settings.md``); the tests check
+that neither drifts from the code.
 """
 
 from __future__ import annotations
@@ -99,10 +100,10 @@ def env_example() -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_table(readme: str) -> str:
-    """README text with the generated table between its markers."""
-    head, _, rest = readme.partition(START)
+def with_table(page: str) -> str:
+    """The settings page's text with the generated table between its markers."""
+    head, _, rest = page.partition(START)
     _, _, tail = rest.partition(END)
     if not rest:
-        raise SystemExit(f"README.md has no {START!r} marker")
+        raise SystemExit(f"the settings page (docs/settings.md) has no {START!r} marker")
     return head + markdown_table() + tail
