@@ -37,7 +37,7 @@ class PrivateCluster:
         ]
         for node in self.nodes:
             with (node.base / "rabbitmq.conf").open("a") as conf:
-                # The setting the README asks of a three-node cluster: a node that finds
+                # The setting docs/cluster.md asks of a three-node cluster: a node that finds
                 # itself cut off from the majority pauses instead of going on alone.
                 conf.write("cluster_partition_handling = pause_minority\n")
         self.url = ",".join(node.url for node in self.nodes)
@@ -95,7 +95,7 @@ class PrivateCluster:
         return len(self.members()) == len(self.nodes) and not self.partitioned()
 
     def heal(self) -> None:
-        """What the README asks of an operator: restart a node left outside the cluster.
+        """What docs/cluster.md asks of an operator: restart a node left outside the cluster.
 
         ``pause_minority`` pauses a node that sees itself cut off, and it rejoins by itself
         when it sees the others again; a node that was frozen (a VM suspended) sees its peers
