@@ -25,9 +25,7 @@ def main() -> int:
     args = parser.parse_args()
     page_path, env_path = TABLE_PAGE, ROOT / ".env.example"
     page, env = with_table(page_path.read_text()), env_example()
-    stale = [
-        p.name for p, text in ((page_path, page), (env_path, env)) if p.read_text() != text
-    ]
+    stale = [p.name for p, text in ((page_path, page), (env_path, env)) if p.read_text() != text]
     if args.check:
         if stale:
             print(f"stale: {', '.join(stale)}; run python scripts/settings_doc.py", file=sys.stderr)

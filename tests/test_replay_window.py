@@ -52,3 +52,30 @@ async def test_a_failed_move_is_raised_by_the_next_start_and_no_later_move_is_ma
                 await window.drain()
         gc.collect()
     assert made == []
+
+
+
+async def test_every_failed_move_is_retrieved_so_none_is_logged_as_never_retrieved() -> None:
+    """Two moves fail (a broker gone under both) before the next start: that start raises the
+    first, and the second's error is read too, so asyncio logs no "Task exception was never
+    retrieved" traceback on the replay's stderr."""
+    unread: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unread.append(context))
+    both_failed = asyncio.Barrier(3)
+
+    async def failing() -> None:
+        try:
+            raise ConnectionError("broker gone")
+        finally:
+            await both_failed.wait()
+
+    with pytest.raises(ConnectionError):
+        async with Window(3) as window:
+            await window.start(failing)
+            await window.start(failing)
+            await both_failed.wait()
+            while len(window):  # the moves' done callbacks run on the next turns of the loop
+                await asyncio.sleep(0)
+            await window.start(failing)
+    gc.collect()
+    assert not unread

@@ -21,6 +21,8 @@ from contextlib import asynccontextmanager, suppress
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
+from warren_cron.broker.underlay import underlay
+
 #: Prefetch of each consumer: how many messages one consumer holds before the next starts.
 BATCH = 256
 #: How long to wait for a message before asking the broker whether any is still ready.
@@ -91,9 +93,7 @@ class Held:
 
     async def _any_ready(self) -> bool:
         # On the wire: a robust channel answers a passive declare from its cache.
-        found = await (await self.channel.get_underlay_channel()).queue_declare(
-            self.queue.name, passive=True
-        )
+        found = await (await underlay(self.channel)).queue_declare(self.queue.name, passive=True)
         return bool(found.message_count)
 
 

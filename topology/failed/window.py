@@ -45,8 +45,13 @@ class Window:
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
         self._slots.release()
-        if not task.cancelled() and self._error is None:
-            self._error = task.exception()
+        if task.cancelled():
+            return
+        # Retrieved even when an earlier move failed first: a failure left unread is logged as
+        # "Task exception was never retrieved", a traceback on the replay's stderr.
+        error = task.exception()
+        if self._error is None:
+            self._error = error
 
     def _raise(self) -> None:
         if self._error is not None:
