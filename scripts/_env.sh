@@ -34,34 +34,16 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     fi
 }
 
-broker_up() {
-    "$VENV/bin/python" - "$CRON_AMQP_URL" <<'PY'
-import socket, sys
-from urllib.parse import urlsplit
-url = urlsplit(sys.argv[1])
-try:
-    socket.create_connection((url.hostname or "localhost", url.port or 5672), 2).close()
-except OSError:
-    sys.exit(1)
-PY
-}
-
+# The broker at CRON_AMQP_URL; when none answers and the URL is a guest login on this host, one
+# brought up here (Docker, the installed or apt-installed rabbitmq-server, or a node of the
+# project's own in .rabbitmq/): see warren_cron.cli.broker_up. CRON_AMQP_URL then names the
+# broker that answers, and BROKER_STOP how to stop it when this run started it.
+BROKER_STOP=""
 ensure_broker() {
-    if broker_up; then
-        return 0
-    fi
-    if command -v rabbitmq-server >/dev/null; then
-        echo "RabbitMQ is not answering at the broker URL; starting the local rabbitmq-server"
-        rabbitmq-server -detached >/dev/null 2>&1 || true
-        for _ in $(seq 1 60); do
-            if broker_up; then
-                sleep 2  # the port opens before the node accepts logins
-                return 0
-            fi
-            sleep 1
-        done
-    fi
-    echo "no RabbitMQ reachable at CRON_AMQP_URL." >&2
-    echo "start one with:  docker compose up -d rabbitmq   (or install rabbitmq-server)" >&2
-    return 1
+    local found
+    found="$("$VENV/bin/python" -m warren_cron.cli.broker_up --project "$ROOT" "$CRON_AMQP_URL")" ||
+        return 1
+    CRON_AMQP_URL="$(sed -n 1p <<<"$found")"
+    BROKER_STOP="$(sed -n 2p <<<"$found")"
+    export CRON_AMQP_URL
 }
