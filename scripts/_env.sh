@@ -23,7 +23,11 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     fi
     # Build-backend chatter goes to a log; it is shown only when the install fails. The strict
     # editable mode links the mapped folders into one warren_cron tree that mypy reads too.
-    local log="$VENV/install.log"
+    local log="$VENV/install.log" key
+    key="$(install_key "$1")"
+    if [ -f "$VENV/installed-$key" ]; then
+        return 0
+    fi
     echo "installing warren$1 into .venv (log: .venv/install.log)"
     if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
         "$VENV/bin/python" -m pip install --disable-pip-version-check \
@@ -32,6 +36,30 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
         echo "installing the project into $VENV failed (log above, also in $log)" >&2
         return 1
     fi
+    rm -f "$VENV"/installed-*
+    touch "$VENV/installed-$key"
+    [ -n "$1" ] || return 0
+    touch "$VENV/installed-$(install_key "")"  # the extras' install is the base one too
+}
+
+# What the strict editable install depends on: the extras, pyproject.toml and the list of the
+# package's files (a file added or moved needs a new install; an edited one does not). Running
+# pip only when it changed keeps a second run fast, and keeps processes already running from
+# seeing the package's link tree emptied while pip rebuilds it.
+install_key() {  # $1: pip extras
+    "$VENV/bin/python" - "$ROOT" "$1" <<'PY'
+import hashlib, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+files = sorted(
+    str(path.relative_to(root))
+    for folder in ("topology", "worker", "scheduler")
+    for path in (root / folder).rglob("*")
+    if path.is_file() and "__pycache__" not in path.parts
+)
+text = "\n".join([sys.argv[2], (root / "pyproject.toml").read_text(), *files])
+print(hashlib.sha256(text.encode()).hexdigest()[:16])
+PY
 }
 
 # The broker at CRON_AMQP_URL; when none answers and the URL is a guest login on this host, one
