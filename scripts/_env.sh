@@ -19,6 +19,7 @@ pick_python() {
 
 ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     if [ ! -x "$VENV/bin/python" ]; then
+        echo "creating .venv"
         "$(pick_python)" -m venv "$VENV"
     fi
     # Build-backend chatter goes to a log; it is shown only when the install fails. The strict
@@ -28,7 +29,8 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     if [ -f "$VENV/installed-$key" ]; then
         return 0
     fi
-    echo "installing warren$1 into .venv (log: .venv/install.log)"
+    echo "installing warren$1 and its dependencies into .venv with pip (log: .venv/install.log) ..."
+    local started=$SECONDS
     if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
         "$VENV/bin/python" -m pip install --disable-pip-version-check \
             --config-settings editable_mode=strict -e "$ROOT$1"; } >"$log" 2>&1; then
@@ -36,6 +38,7 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
         echo "installing the project into $VENV failed (log above, also in $log)" >&2
         return 1
     fi
+    echo "  done in $((SECONDS - started)) s"
     rm -f "$VENV"/installed-*
     touch "$VENV/installed-$key"
     [ -n "$1" ] || return 0
