@@ -19,12 +19,18 @@ pick_python() {
 
 ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
     if [ ! -x "$VENV/bin/python" ]; then
+        echo "creating .venv"
         "$(pick_python)" -m venv "$VENV"
     fi
     # Build-backend chatter goes to a log; it is shown only when the install fails. The strict
     # editable mode links the mapped folders into one warren_cron tree that mypy reads too.
-    local log="$VENV/install.log"
-    echo "installing warren$1 into .venv (log: .venv/install.log)"
+    local log="$VENV/install.log" key
+    key="$(install_key "$1")"
+    if [ -f "$VENV/installed-$key" ]; then
+        return 0
+    fi
+    echo "installing warren$1 and its dependencies into .venv with pip (log: .venv/install.log) ..."
+    local started=$SECONDS
     if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
         "$VENV/bin/python" -m pip install --disable-pip-version-check \
             --config-settings editable_mode=strict -e "$ROOT$1"; } >"$log" 2>&1; then
@@ -32,36 +38,43 @@ ensure_venv() {  # $1: pip extras, e.g. "[test]" or ""
         echo "installing the project into $VENV failed (log above, also in $log)" >&2
         return 1
     fi
+    echo "  done in $((SECONDS - started)) s"
+    rm -f "$VENV"/installed-*
+    touch "$VENV/installed-$key"
+    [ -n "$1" ] || return 0
+    touch "$VENV/installed-$(install_key "")"  # the extras' install is the base one too
 }
 
-broker_up() {
-    "$VENV/bin/python" - "$CRON_AMQP_URL" <<'PY'
-import socket, sys
-from urllib.parse import urlsplit
-url = urlsplit(sys.argv[1])
-try:
-    socket.create_connection((url.hostname or "localhost", url.port or 5672), 2).close()
-except OSError:
-    sys.exit(1)
+# What the strict editable install depends on: the extras, pyproject.toml and the list of the
+# package's files (a file added or moved needs a new install; an edited one does not). Running
+# pip only when it changed keeps a second run fast, and keeps processes already running from
+# seeing the package's link tree emptied while pip rebuilds it.
+install_key() {  # $1: pip extras
+    "$VENV/bin/python" - "$ROOT" "$1" <<'PY'
+import hashlib, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+files = sorted(
+    str(path.relative_to(root))
+    for folder in ("topology", "worker", "scheduler")
+    for path in (root / folder).rglob("*")
+    if path.is_file() and "__pycache__" not in path.parts
+)
+text = "\n".join([sys.argv[2], (root / "pyproject.toml").read_text(), *files])
+print(hashlib.sha256(text.encode()).hexdigest()[:16])
 PY
 }
 
+# The broker at CRON_AMQP_URL; when none answers and the URL is a guest login on this host, one
+# brought up here (Docker, the installed or apt-installed rabbitmq-server, or a node of the
+# project's own in .rabbitmq/): see warren_cron.cli.broker_up. CRON_AMQP_URL then names the
+# broker that answers, and BROKER_STOP how to stop it when this run started it.
+BROKER_STOP=""
 ensure_broker() {
-    if broker_up; then
-        return 0
-    fi
-    if command -v rabbitmq-server >/dev/null; then
-        echo "RabbitMQ is not answering at the broker URL; starting the local rabbitmq-server"
-        rabbitmq-server -detached >/dev/null 2>&1 || true
-        for _ in $(seq 1 60); do
-            if broker_up; then
-                sleep 2  # the port opens before the node accepts logins
-                return 0
-            fi
-            sleep 1
-        done
-    fi
-    echo "no RabbitMQ reachable at CRON_AMQP_URL." >&2
-    echo "start one with:  docker compose up -d rabbitmq   (or install rabbitmq-server)" >&2
-    return 1
+    local found
+    found="$("$VENV/bin/python" -m warren_cron.cli.broker_up --project "$ROOT" "$CRON_AMQP_URL")" ||
+        return 1
+    CRON_AMQP_URL="$(sed -n 1p <<<"$found")"
+    BROKER_STOP="$(sed -n 2p <<<"$found")"
+    export CRON_AMQP_URL
 }

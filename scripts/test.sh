@@ -28,8 +28,11 @@ if [ "${1:-}" = "--rabbitmq4" ]; then
     WARREN_RABBITMQ=4 cluster_tests "$@"
     exit 0
 fi
+default_url="$CRON_AMQP_URL"
 if ! ensure_broker; then
     echo "the broker tests will try CRON_TEST_AMQP_URL or testcontainers" >&2
+elif [ "$CRON_AMQP_URL" != "$default_url" ]; then
+    export CRON_TEST_AMQP_URL="${CRON_TEST_AMQP_URL:-$CRON_AMQP_URL}"  # a node on its own port
 fi
 # The dashboard's browser tests drive Debian's Chromium (Playwright cannot download its own
 # browser everywhere): install it where we may, else say what is missing and stop.

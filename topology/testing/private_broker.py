@@ -25,6 +25,9 @@ from warren_cron.testing.waits import NeverHappened, until
 
 CONSUMER_TIMEOUT_MS = 4000
 HEARTBEAT_SECONDS = 2
+#: RabbitMQ's own defaults, for a node people keep using after the script that started it.
+LASTING_CONSUMER_TIMEOUT_MS = 1_800_000
+LASTING_HEARTBEAT_SECONDS = 60
 #: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
 NET_TICKTIME_SECONDS = 8
 
@@ -65,20 +68,32 @@ class PrivateBroker:
 
     ``install`` picks the release (default: ``WARREN_RABBITMQ``); nodes of a cluster share
     a ``cookie`` directory (their ``HOME``), a lone node keeps its cookie in its data dir.
+    A ``lasting`` node (the one scripts start for people to use, on a given ``port``) keeps
+    RabbitMQ's own timeouts and runs in a session of its own: it outlives the process that
+    started it and a Ctrl-C in that process's terminal.
     """
 
     def __init__(
-        self, base: Path, install: Install | None = None, cookie: str | None = None
+        self,
+        base: Path,
+        install: Install | None = None,
+        cookie: str | None = None,
+        *,
+        port: int | None = None,
+        lasting: bool = False,
     ) -> None:
         self.install = install or Install.of(release())
         self.base, self.inner = self.install.place(base)
         self.home = cookie or self.inner
-        self.port = free_port()
+        self.port = port or free_port()
         self.dist_port = free_port()
-        self.node = f"warren_t{uuid.uuid4().hex[:6]}@localhost"
+        self.lasting = lasting
+        self.node = (
+            f"warren{port}@localhost" if port else f"warren_t{uuid.uuid4().hex[:6]}@localhost"
+        )
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
-        self.consumer_timeout_ms = CONSUMER_TIMEOUT_MS
+        self.consumer_timeout_ms = LASTING_CONSUMER_TIMEOUT_MS if lasting else CONSUMER_TIMEOUT_MS
         self._write_config()
 
     def _write_config(self) -> None:
@@ -87,7 +102,7 @@ class PrivateBroker:
             f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
             "loopback_users = none\n"
             f"consumer_timeout = {self.consumer_timeout_ms}\n"
-            f"heartbeat = {HEARTBEAT_SECONDS}\n"
+            f"heartbeat = {LASTING_HEARTBEAT_SECONDS if self.lasting else HEARTBEAT_SECONDS}\n"
         )
         # The consumer timeout is checked on each channel tick (60 s by default), and quorum
         # queues report their length to list_queues on each of their ticks (5 s by default):
@@ -128,6 +143,7 @@ class PrivateBroker:
                 cwd=self.base,  # where Erlang drops what no setting places, removed with the node
                 stdout=log,
                 stderr=log,
+                start_new_session=self.lasting,
             )
         self._wait_for(lambda: self._answers(), timeout, "start")
 
