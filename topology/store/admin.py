@@ -17,6 +17,7 @@ from typing import Any, Literal
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import publish_channel
+from warren_cron.clock import utc_text
 from warren_cron.errors import InvalidSchedule, NameTaken, ScheduleNotFound, StoreError
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
@@ -49,17 +50,25 @@ class StoredSchedule:
 
     def to_json(self) -> dict[str, Any]:
         """The schedule as ``get --json`` prints it."""
-        pause = self.pause
         return {
             "name": self.name,
             "source": "runtime",
             "status": self.status,
             "version": self.version,
             "spec": spec_json(self.spec),
-            "paused_by": pause.by if pause else None,
-            "paused_reason": pause.reason if pause else None,
+            **pause_fields(self.pause),
             "history": self.history,
         }
+
+
+def pause_fields(pause: Pause | None) -> dict[str, Any]:
+    """A schedule's pause as JSON fields (all None when it is not paused)."""
+    return {
+        "paused": pause is not None,
+        "paused_since": utc_text(pause.since) if pause else None,
+        "paused_by": pause.by if pause else None,
+        "reason": pause.reason if pause else None,
+    }
 
 
 class ScheduleAdmin:

@@ -1,7 +1,8 @@
 """Input of a change checked before anything is sent: the spec whole, valid and small.
 
 A spec comes as a ``ScheduleSpec`` or as the JSON (or TOML) table of one ``[[schedule]]``;
-an update gives only the fields that change (a field set to None goes back to its default).
+an update gives only the fields that change (a field set to None goes back to its default;
+a ``cron`` replaces an ``every`` and the other way round).
 Every problem is named in one ``InvalidSchedule``, as the schedules file reports them.
 """
 
@@ -24,6 +25,8 @@ MAX_SPEC_BYTES = 64 * 1024
 #: Who and why are shown in history, not stored as data: a line each.
 MAX_TEXT = 500
 SpecLike = ScheduleSpec | Mapping[str, Any]
+#: A new timing replaces the other kind (and an interval drops the cron's time zone).
+_REPLACES = (("cron", "every"), ("every", "cron"), ("every", "timezone"))
 
 
 def checked_spec(raw: SpecLike) -> ScheduleSpec:
@@ -49,7 +52,11 @@ def updated_spec(spec: ScheduleSpec, changes: Mapping[str, Any]) -> ScheduleSpec
         raise InvalidSchedule(
             spec.name, ["name: a schedule cannot be renamed; create one, archive this one"]
         )
-    merged = {**spec_json(spec), **changes}
+    merged = spec_json(spec)
+    for given, replaced in _REPLACES:
+        if changes.get(given) is not None and replaced not in changes:
+            merged.pop(replaced, None)
+    merged.update(changes)
     return checked_spec({key: value for key, value in merged.items() if value is not None})
 
 
