@@ -7,10 +7,11 @@
                        ▲                                                  │
                        └──────── connection lost: no longer leader ◀──────┘
 
-    lead: read the watermark ─ read the pauses (then follow them live) ─ heap of next
-          fires after the watermark ─ loop: sleep (monotonic) until the next fire, a reload, a
-          resume --catch-up, or stop ─ pop due fires ─ catch-up policy ─ skip paused
-          schedules ─ publish each, confirmed ─ write the watermark
+    lead: read the watermark ─ read the pauses and the runtime schedules (then follow both
+          live) ─ heap of next fires (file and runtime) after the watermark ─ loop: sleep
+          (monotonic) until the next fire, a change, a reload, a resume --catch-up, or stop
+          ─ pop due fires ─ catch-up policy ─ skip paused schedules ─ publish each,
+          confirmed ─ write the watermark
     history: fired and skipped events, sent in the background (topology/history/)
 """
 
@@ -41,6 +42,7 @@ from warren_cron.scheduler.publisher import (
     backoff,
     wait_for_event,
 )
+from warren_cron.scheduler.runtime import RuntimeSchedules
 from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.scheduler.skips import report_skipped
 from warren_cron.scheduler.watermark import Watermark
@@ -174,7 +176,8 @@ class Scheduler:
         log.info("leading", identity=identity(), queue=self.names.leader_queue)
         history = HistoryPublisher(self.names, self.settings, "scheduler")
         pauses = PauseBook(self.names, self._wake, lost)
-        loop = asyncio.create_task(self._fire_loop(connection, history, pauses))
+        runtime = RuntimeSchedules(self.settings, self.names, self._wake, lost)
+        loop = asyncio.create_task(self._fire_loop(connection, history, pauses, runtime))
         watch = asyncio.create_task(lost.wait())
         try:
             await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -187,13 +190,18 @@ class Scheduler:
             self.leading.clear()
             LEADER.set(0)
             await pauses.close()
+            await runtime.close()
             await history.close()
         if loop.cancelled():
             raise LeadershipLost("the leader's connection closed")
         loop.result()
 
     async def _fire_loop(
-        self, connection: AbstractConnection, history: HistoryPublisher, pauses: PauseBook
+        self,
+        connection: AbstractConnection,
+        history: HistoryPublisher,
+        pauses: PauseBook,
+        runtime: RuntimeSchedules,
     ) -> None:
         await history.start(connection)
         publisher = FirePublisher(connection, self.names, self.settings, history)
@@ -202,12 +210,13 @@ class Scheduler:
         # The cursor first: fires due while the pauses are read come late, but none is lost.
         cursor = await self._start_cursor(watermark)
         await pauses.start(connection)  # before the first fire: a paused schedule stays so
-        heap = FireHeap(self.schedules, cursor)
+        await runtime.start(connection)
+        heap = FireHeap(runtime.combined(self.schedules), cursor)
         self.leading.set()
         LEADER.set(1)
         while not self._stop.is_set():
-            if heap.schedules is not self.schedules:
-                heap = FireHeap(self.schedules, cursor)
+            if heap.schedules is not runtime.combined(self.schedules):
+                heap = FireHeap(runtime.combined(self.schedules), cursor)
             now = max(self._clock(), cursor)
             batch = heap.pop_due(now)
             pauses.shape(batch, now, cursor, heap.schedules)

@@ -166,7 +166,8 @@ async def test_list_and_status_agree_that_a_paused_schedule_has_no_next_fire(
     assert orjson.loads(listed.stdout)[1]["next_fire_at"] == json_out(status)[1]["next_fire_at"]
     table = (await schedules_script(broker, path, "list")).stdout.splitlines()
     held = re.split(r"\s{2,}", table[1])
-    assert (held[0], held[2], held[3].endswith(": migration")) == ("held", "-", True), table
+    assert (held[0], held[1], held[2]) == ("held", "file", "paused"), table
+    assert (held[4], held[5].endswith(": migration")) == ("-", True), table
 
 
 @pytest.mark.parametrize(

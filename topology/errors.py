@@ -13,6 +13,11 @@
      ├── BrokerError              RabbitMQ: the process exits 3
      │    ├── BrokerUnavailable    not reachable at start
      │    └── TopologyError        a queue exists with other arguments than this config's
+     ├── StoreError               a change to the runtime schedules that cannot be made
+     │    ├── InvalidSchedule      a spec or change that does not validate (each field named)
+     │    ├── ScheduleNotFound     no runtime schedule of that name
+     │    ├── NameTaken            the name is used (by the file, or by a live schedule)
+     │    └── VersionConflict      another change came first: read again, then retry
      ├── MessageDecodeError       a body that is not a task envelope
      └── TaskError                raised by handlers to say how an attempt failed
           ├── RetryableError       try again while the plan allows
@@ -89,6 +94,42 @@ class BrokerUnavailable(BrokerError):
 
 class TopologyError(BrokerError):
     """The broker holds an object whose arguments differ from what this config needs."""
+
+
+class StoreError(WarrenError):
+    """A change to the runtime schedules that cannot be made; the message says what to do."""
+
+
+class InvalidSchedule(StoreError, ValueError):
+    """A schedule or change that does not validate; ``problems`` has one line per field."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.name = name
+        self.problems = problems
+        super().__init__(f"schedule {name!r}: " + "; ".join(problems))
+
+
+class ScheduleNotFound(StoreError, LookupError):
+    """No runtime schedule of that name (file schedules are changed in the file)."""
+
+
+class NameTaken(StoreError):
+    """The name is used by a schedule of the file, or by a live runtime schedule."""
+
+
+class VersionConflict(StoreError):
+    """The change named a version that is no longer the schedule's: read it again, then retry."""
+
+    def __init__(self, name: str, expected: int, current: int) -> None:
+        self.name = name
+        self.expected = expected
+        self.current = current
+        super().__init__(
+            f"schedule {name!r}: the change was based on version {expected}, but version "
+            f"{current} is current (another change came first); get the schedule again, "
+            "check the change still applies, and retry with version="
+            f"{current}"
+        )
 
 
 class MessageDecodeError(WarrenError, ValueError):

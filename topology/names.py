@@ -85,6 +85,16 @@ class Names:
         return f"{self.namespace}_control"
 
     @property
+    def store_log(self) -> str:
+        """Stream of changes to the runtime schedules (create, update, archive)."""
+        return f"{self.namespace}_schedules"
+
+    @property
+    def store_snapshot(self) -> str:
+        """One-message queue holding the newest snapshot of the runtime schedules."""
+        return f"{self.namespace}_schedules.snapshot"
+
+    @property
     def status_queue(self) -> str:
         """One-message queue holding the monitor's fold of the history, per schedule."""
         return f"{self.namespace}_status"
@@ -94,6 +104,7 @@ class Names:
         each of ``plan_keys`` (the delay levels are ``topology.delay.delay_objects``')."""
         fixed = [self.main_queue, self.failed_queue, self.monitor_queue, self.leader_queue]
         fixed += [self.watermark_queue, self.history_stream, self.control_stream]
+        fixed += [self.store_log, self.store_snapshot]
         return [*fixed, self.status_queue, *(self.retry_queue(key) for key in plan_keys)]
 
     @property

@@ -34,7 +34,9 @@ SUBCOMMANDS = {
     "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
     "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
     "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
-    "schedules": Subcommand("warren_cron.cli.schedules", "list, pause, resume, trigger"),
+    "schedules": Subcommand(
+        "warren_cron.cli.schedules", "list, create, update, archive, pause, trigger..."
+    ),
 }
 
 

@@ -1,10 +1,12 @@
-"""Control schedules at run time: ``warren schedules list|trigger|pause|resume``.
+"""Control schedules at run time: ``warren schedules list|trigger|pause|resume``, and
+runtime schedules: ``create|update|archive|get`` (``topology/cli/schedules_store.py``).
 
 ``pause`` and ``resume`` append a command to the stream ``<ns>_control``, the durable pause
 state, which whichever scheduler leads applies within a second, through restarts and
 failover; ``trigger`` publishes one run now, as the scheduler would, paused or not. Each
-writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE. Exit codes:
-0 done (or nothing to do), 2 usage error or unknown schedule, 3 broker trouble.
+writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE and, for
+``list``, from the broker's store too. Exit codes: 0 done (or nothing to do), 2 usage error,
+unknown schedule or refused change, 3 broker trouble.
 """
 
 from __future__ import annotations
@@ -20,13 +22,8 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
-from warren_cron.cli.common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    UsageError,
-    log_to_stderr,
-    run_command,
-)
+from warren_cron.cli import schedules_store as store
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import (
     ScheduleError,
@@ -39,9 +36,10 @@ from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules import commands
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
-from warren_cron.schedules.load import ScheduleSet, load_schedules
+from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.status import upcoming_fire
+from warren_cron.store.admin import pause_fields
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -90,10 +88,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line of the script."""
     parser = argparse.ArgumentParser(
         prog="warren schedules",
-        description="List, trigger, pause and resume the schedules of CRON_SCHEDULES_FILE.",
+        description="List, trigger, pause and resume the schedules of CRON_SCHEDULES_FILE; "
+        "create, update, archive and get runtime schedules, kept by the broker.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    listing = sub.add_parser("list", help="each schedule, when it fires, whether it is paused")
+    listing = sub.add_parser("list", help="each schedule (file and runtime), its next fire, status")
     listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
     trigger = sub.add_parser("trigger", help="publish a run of NAME now; prints its run id")
     trigger.add_argument("name", metavar="NAME")
@@ -108,12 +107,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also publish the fires missed while paused, under the schedule's catch_up "
         "policy and misfire_grace_seconds",
     )
+    store.add_parsers(sub)
     return parser.parse_args(argv)
 
 
 def validate(args: argparse.Namespace, context: Context) -> None:
     """Check the command line before connecting, so usage errors exit 2 at once."""
-    if args.command != "list":
+    if args.command in ("trigger", "pause", "resume"):
         context.pick(args.name)
     if args.command == "pause" and not args.reason.strip():
         raise UsageError("--reason must say why the schedule is paused")
@@ -162,39 +162,42 @@ def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any
     following = upcoming_fire(schedule, pause is not None, now)
     return {
         "name": schedule.name,
+        "source": "file",
+        "status": "paused" if pause else "active",
         "fires": schedule.timing.describe(),
         "next_fire_at": utc_text(following) if following else None,
-        "paused": pause is not None,
-        "paused_since": utc_text(pause.since) if pause else None,
-        "paused_by": pause.by if pause else None,
-        "reason": pause.reason if pause else None,
+        **pause_fields(pause),
     }
 
 
 def table(found: list[dict[str, Any]], pauses: dict[str, Pause]) -> str:
     """Rows as an aligned text table; the pause, of any length, comes last."""
-    cells = [("NAME", "FIRES", "NEXT", "PAUSED")] + [
+    cells = [("NAME", "SOURCE", "STATUS", "FIRES", "NEXT", "PAUSED")] + [
         (
             item["name"],
+            item["source"],
+            item["status"],
             item["fires"],
             item["next_fire_at"] or "-",
             describe(pauses[item["name"]]) if item["paused"] else "no",
         )
         for item in found
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(3)]
+    widths = [max(len(line[i]) for line in cells) for i in range(5)]
     return "\n".join(
-        "  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[3]])
+        "  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[5]])
         for line in cells
     )
 
 
 async def cmd_list(context: Context, args: argparse.Namespace) -> int:
-    """Print each schedule with its next fire and pause."""
+    """Print each schedule, the file's then the runtime ones, with its next fire and pause."""
     async with context.broker() as (connection, _):
         pauses = await read_pauses(connection, context.names)
+        stored = await (await store.started(context.settings, connection)).list()
     now = utcnow()
     found = [row(s, pauses.get(s.name), now) for s in context.schedules.schedules]
+    found += [store.runtime_row(item, context.settings, now) for item in stored]
     if args.json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
     else:
@@ -207,6 +210,10 @@ COMMANDS: dict[str, Command] = {
     "trigger": cmd_trigger,
     "pause": cmd_pause,
     "resume": cmd_resume,
+    "create": store.cmd_create,
+    "update": store.cmd_update,
+    "archive": store.cmd_archive,
+    "get": store.cmd_get,
 }
 
 
@@ -215,10 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         settings = load_settings(CronSettings)
-        context = Context(settings, load_schedules(settings.schedules_file, settings))
+        # Without a file of its own a deployment may still have runtime schedules.
+        schedules = configured_schedules(settings) or ScheduleSet(str(settings.schedules_file), ())
+        context = Context(settings, schedules)
         validate(args, context)
     except (SettingsError, ScheduleError, UsageError) as error:
         print(f"warren schedules: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     log_to_stderr(settings.log_level)
-    return run_command("warren schedules", COMMANDS[args.command](context, args))
+    try:
+        return run_command("warren schedules", COMMANDS[args.command](context, args))
+    except UsageError as error:
+        print(f"warren schedules: error: {error}", file=sys.stderr)
+        return EXIT_USAGE

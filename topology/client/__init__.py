@@ -12,8 +12,18 @@
 from warren_cron.client.client import Client
 from warren_cron.client.options import Enqueued, EnqueueOptions
 from warren_cron.client.sync import SyncClient
-from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
+from warren_cron.errors import (
+    BrokerUnavailable,
+    EnqueueError,
+    InvalidSchedule,
+    NameTaken,
+    PlanError,
+    ScheduleNotFound,
+    StoreError,
+    VersionConflict,
+)
 from warren_cron.plan import RetryPlan
+from warren_cron.store.admin import StoredSchedule
 
 __all__ = [
     "BrokerUnavailable",
@@ -21,7 +31,13 @@ __all__ = [
     "EnqueueError",
     "EnqueueOptions",
     "Enqueued",
+    "InvalidSchedule",
+    "NameTaken",
     "PlanError",
     "RetryPlan",
+    "ScheduleNotFound",
+    "StoreError",
+    "StoredSchedule",
     "SyncClient",
+    "VersionConflict",
 ]

@@ -11,6 +11,7 @@ from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.client.keys import KeyClaims
 from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
+from warren_cron.client.schedules import ScheduleMethods
 from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.envelope import Envelope
@@ -20,7 +21,7 @@ from warren_cron.publish import TaskPublisher
 from warren_cron.runtime.settings import CronSettings, load_settings
 
 
-class Client:
+class Client(ScheduleMethods):
     """Enqueues tasks: one connection, confirmed mandatory publishes, plans declared once.
 
     ``async with Client() as client: await client.enqueue("http", {...}, delay=90)``. Settings

@@ -13,12 +13,13 @@ from typing import Any, TypeVar, Unpack
 
 from warren_cron.client.client import Client
 from warren_cron.client.options import Enqueued, EnqueueOptions
+from warren_cron.client.schedules import SyncScheduleMethods
 from warren_cron.runtime.settings import CronSettings
 
 T = TypeVar("T")
 
 
-class SyncClient:
+class SyncClient(SyncScheduleMethods):
     """``with SyncClient() as client: client.enqueue("http", {...}, delay=90)``.
 
     A call that takes longer than ``timeout`` seconds raises ``TimeoutError`` and is

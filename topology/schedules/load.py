@@ -124,7 +124,7 @@ def _build_all(
             spec = ScheduleSpec.model_validate(raw)
             built.append(_resolve(spec, shared))
         except ValidationError as error:
-            problems += [f"{label}: {line}" for line in _describe(error)]
+            problems += [f"{label}: {line}" for line in spec_problems(error)]
             built.append(None)
         except _EntryError as error:
             problems.append(f"{label}: {error}")
@@ -159,6 +159,11 @@ def _resolve(spec: ScheduleSpec, shared: _Shared) -> Schedule:
     return schedule
 
 
+def resolve_one(spec: ScheduleSpec, defaults: CronSettings) -> Schedule:
+    """One spec resolved as each entry of a file is; ``ValueError`` names what is wrong."""
+    return _resolve(spec, _Shared(defaults))
+
+
 def _label(raw: Any, index: int) -> str:
     name = raw.get("name") if isinstance(raw, dict) else None
     return f"schedule {name!r} (#{index})" if isinstance(name, str) else f"schedule #{index}"
@@ -178,7 +183,8 @@ def _what(item: ErrorDetails) -> str:
     return message
 
 
-def _describe(error: ValidationError) -> list[str]:
+def spec_problems(error: ValidationError) -> list[str]:
+    """One line per problem of a spec that did not validate, naming the field and the fix."""
     return validation_problems(error, where=_where, what=_what)
 
 

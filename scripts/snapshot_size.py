@@ -1,0 +1,88 @@
+"""Measure a runtime-schedules snapshot: size, encode, decode, broker write and read.
+
+``python scripts/snapshot_size.py [COUNT]`` builds COUNT typical schedules (an http task
+with a URL, a cron in a time zone, a retry block, one change of history each), writes the
+snapshot to a one-message queue of a throwaway namespace on CRON_AMQP_URL and reads it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+
+from warren_cron.broker.connect import connect
+from warren_cron.names import Names
+from warren_cron.runtime.settings import CronSettings, load_settings
+from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.changes import Change, spec_json
+from warren_cron.store.snapshot import decode_snapshot, encode_snapshot
+from warren_cron.store.state import StoreState
+from warren_cron.store.streams import snapshot_store
+
+
+def typical(index: int) -> ScheduleSpec:
+    """A customer's nightly report, as an application would create it."""
+    return ScheduleSpec.model_validate(
+        {
+            "name": f"customer-{index:06d}-nightly-report",
+            "cron": f"{index % 60} {index % 24} * * *",
+            "timezone": "Europe/Berlin",
+            "task": "http",
+            "payload": {"url": f"https://reports.example.com/customers/{index}/nightly"},
+            "timeout_seconds": 120,
+            "retry": {"max_retries": 5, "delay_ms": 10000},
+        }
+    )
+
+
+def build(count: int) -> StoreState:
+    """A state of ``count`` schedules, each created once."""
+    state = StoreState()
+    for index in range(count):
+        spec = typical(index)
+        state.apply(Change("create", spec.name, 0, "app@host", "signup", spec_json(spec)))
+    state.offset = count
+    return state
+
+
+def timed(label: str, started: float) -> float:
+    """Print the seconds since ``started``; returns now."""
+    now = time.perf_counter()
+    print(f"{label}: {now - started:.3f} s")
+    return now
+
+
+async def broker_round(settings: CronSettings, body: bytes) -> None:
+    """Write the body to a snapshot queue and read it back, timed; then delete the queue."""
+    names = Names(f"snapshot_measure_{uuid.uuid4().hex[:6]}")
+    connection = await connect(settings, "warren-snapshot-measure")
+    async with connection:
+        channel = await connection.channel(publisher_confirms=True)
+        store = await snapshot_store(channel, names)
+        started = time.perf_counter()
+        await store.write(body)
+        started = timed("broker write (confirmed)", started)
+        read = await store.read()
+        timed("broker read", started)
+        assert read == body
+        await channel.queue_delete(names.store_snapshot)
+
+
+def main() -> None:
+    """Measure and print."""
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    state = build(count)
+    started = time.perf_counter()
+    body = encode_snapshot(state)
+    started = timed("encode", started)
+    decoded = decode_snapshot(body)
+    timed("decode (specs validated again)", started)
+    assert len(decoded.entries) == count
+    print(f"{count} schedules: snapshot {len(body)} bytes ({len(body) / count:.0f} per schedule)")
+    asyncio.run(broker_round(load_settings(CronSettings), body))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The leading scheduler fires runtime schedules beside the file's, following each change."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.namespace import TestBroker
+from tests.scheduling import Schedulers, every, fire_times, write_schedules
+from warren_cron.client import Client
+from warren_cron.clock import utcnow
+from warren_cron.testing.waits import eventually
+
+pytestmark = pytest.mark.broker
+SECOND = timedelta(seconds=1)
+
+
+async def fired(broker: TestBroker, name: str, count: int, timeout: float = 15) -> None:
+    """Wait until ``name`` has at least ``count`` fires in the main queue."""
+
+    async def enough() -> bool:
+        return len(await fire_times(broker, name)) >= count
+
+    await eventually(enough, timeout, what=f"{count} fire(s) of {name}")
+
+
+async def test_created_updated_and_archived_schedules_fire_as_the_store_says(
+    broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """create fires within moments; an update to every 1s takes effect on the leader; an
+    archive stops the fires; the file's schedule fires throughout."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("from-file", "1s"))
+    await schedulers.start(path)
+    made = await client.create_schedule({"name": "rt", "every": "1s", "task": "noop"})
+    await fired(broker, "rt", 2)
+    slow = await client.update_schedule("rt", {"every": "1h"}, version=made.version)
+    changed_at = utcnow()
+    await asyncio.sleep(2.5)
+    assert all(t <= changed_at + SECOND for t in await fire_times(broker, "rt"))
+    await client.update_schedule("rt", {"every": "1s"}, version=slow.version)
+    before = len(await fire_times(broker, "rt"))
+    await fired(broker, "rt", before + 2)
+    await client.archive_schedule("rt", reason="done")
+    archived_at = utcnow()
+    await asyncio.sleep(2.5)
+    assert all(t <= archived_at + SECOND for t in await fire_times(broker, "rt"))
+    assert max(await fire_times(broker, "from-file")) > archived_at
+
+
+async def test_a_new_leader_reads_the_store_and_writes_a_snapshot(
+    broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """Schedules created while no scheduler runs fire once one leads; it snapshots them."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, "")
+    for name in ("a", "b"):
+        await client.create_schedule({"name": name, "every": "1s", "task": "noop"})
+    with capture_logs() as logs:
+        await schedulers.start(path)
+        await fired(broker, "a", 1)
+        await fired(broker, "b", 1)
+    [snapshot] = [e for e in logs if e["event"] == "schedules snapshot written"]
+    assert snapshot["schedules"] == 2
+    assert await broker.depth(broker.names.store_snapshot) == 1
+
+
+async def test_the_files_schedule_wins_over_a_runtime_one_of_the_same_name(
+    broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """A runtime schedule made before the file took its name is not run; the file's is."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, "")
+    await client.create_schedule({"name": "clash", "every": "1h", "task": "noop"})
+    write_schedules(broker, path, every("clash", "1s"))
+    with capture_logs() as logs:
+        await schedulers.start(path)
+        await fired(broker, "clash", 2)
+    assert any(e["event"].startswith("runtime schedule not run") for e in logs)

@@ -1,0 +1,184 @@
+"""``warren schedules create|update|archive|get``: runtime schedules, kept by the broker.
+
+``create`` and ``update`` read a table of fields, JSON or TOML, from FILE or stdin: the
+fields of one ``[[schedule]]`` (top-level, or as the one ``[[schedule]]`` of a TOML file).
+A refused change exits 2 with what to fix; a version conflict says which version is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aio_pika.abc import AbstractConnection
+
+from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError
+from warren_cron.clock import utc_text
+from warren_cron.errors import StoreError
+from warren_cron.history.events import who
+from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.schedule import build_schedule
+from warren_cron.schedules.status import upcoming_fire
+from warren_cron.store.admin import ScheduleAdmin, StoredSchedule, pause_fields
+from warren_cron.store.changes import spec_json
+
+if TYPE_CHECKING:
+    from warren_cron.cli.schedules import Context
+
+#: The largest input read: far over the largest spec, so that one is refused by its size.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+
+
+def add_parsers(sub: Any) -> None:
+    """The subcommands of runtime schedules."""
+    create = sub.add_parser("create", help="create a runtime schedule from JSON or TOML")
+    create.add_argument("file", nargs="?", metavar="FILE", help="the fields; default stdin")
+    update = sub.add_parser("update", help="change fields of runtime schedule NAME")
+    update.add_argument("name", metavar="NAME")
+    update.add_argument("file", nargs="?", metavar="FILE", help="fields to change; stdin")
+    # ``--version`` is every subcommand's: ``warren X --version`` prints warren's.
+    update.add_argument(
+        "--if-version", dest="version", type=int, required=True, help="the version you read"
+    )
+    archive = sub.add_parser("archive", help="stop runtime schedule NAME for good")
+    archive.add_argument("name", metavar="NAME")
+    archive.add_argument(
+        "--if-version", dest="version", type=int, help="only if this is still the version"
+    )
+    get = sub.add_parser("get", help="NAME's spec, version, status and history of changes")
+    get.add_argument("name", metavar="NAME")
+    get.add_argument("--json", action="store_true", help="JSON, for machines")
+    for parser in (create, update, archive):
+        parser.add_argument("--reason", help="why; kept in the schedule's history")
+
+
+def read_table(source: str | None) -> dict[str, Any]:
+    """The fields in FILE (or stdin for None or ``-``), JSON or TOML."""
+    try:
+        if source in (None, "-"):
+            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+        else:
+            text = Path(str(source)).read_text(encoding="utf-8")[: MAX_INPUT_BYTES + 1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {source} ({error})") from None
+    if len(text) > MAX_INPUT_BYTES:
+        raise UsageError(f"the input is over {MAX_INPUT_BYTES} bytes: give one schedule's fields")
+    return _parse(text)
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        data: Any = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise UsageError(f"the input is neither JSON nor TOML ({error})") from None
+    if isinstance(data, dict) and list(data) == ["schedule"] and isinstance(data["schedule"], list):
+        if len(data["schedule"]) != 1:
+            raise UsageError("give exactly one [[schedule]] table")
+        data = data["schedule"][0]
+    if not isinstance(data, dict):
+        raise UsageError('give a table of fields, e.g. {"name": ..., "every": "1h", ...}')
+    return data
+
+
+@asynccontextmanager
+async def opened(context: Context) -> AsyncIterator[ScheduleAdmin]:
+    """The store, read and followed for the length of the block."""
+    async with context.broker() as (connection, _):
+        yield await started(context.settings, connection)
+
+
+async def started(settings: CronSettings, connection: AbstractConnection) -> ScheduleAdmin:
+    """A ``ScheduleAdmin`` reading the store on ``connection``."""
+    admin = ScheduleAdmin(settings)
+    await admin.start(connection)
+    return admin
+
+
+async def cmd_create(context: Context, args: argparse.Namespace) -> int:
+    """Create a runtime schedule."""
+    fields = read_table(args.file)
+    async with opened(context) as admin:
+        return _done("created", await _try(admin.create(fields, who(), args.reason)))
+
+
+async def cmd_update(context: Context, args: argparse.Namespace) -> int:
+    """Change fields of a runtime schedule."""
+    changes = read_table(args.file)
+    async with opened(context) as admin:
+        change = admin.update(args.name, changes, args.version, who(), args.reason)
+        return _done("updated", await _try(change))
+
+
+async def cmd_archive(context: Context, args: argparse.Namespace) -> int:
+    """Archive a runtime schedule."""
+    async with opened(context) as admin:
+        change = admin.archive(args.name, args.version, who(), args.reason)
+        return _done("archived", await _try(change))
+
+
+async def cmd_get(context: Context, args: argparse.Namespace) -> int:
+    """Print a runtime schedule with its history."""
+    async with opened(context) as admin:
+        found = await _try(admin.get(args.name))
+    if found is None:
+        return EXIT_USAGE
+    if args.json:
+        print(orjson.dumps(found.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(describe(found))
+    return EXIT_OK
+
+
+async def _try(change: Any) -> StoredSchedule | None:
+    try:
+        result: StoredSchedule = await change
+    except StoreError as error:
+        print(f"warren schedules: error: {error}", file=sys.stderr)
+        return None
+    return result
+
+
+def _done(what: str, stored: StoredSchedule | None) -> int:
+    if stored is None:
+        return EXIT_USAGE
+    print(f"{what} {stored.name}: version {stored.version}, {stored.status}")
+    return EXIT_OK
+
+
+def describe(stored: StoredSchedule) -> str:
+    """A runtime schedule as text: its fields, then one line per change."""
+    lines = [f"{stored.name}  (runtime, {stored.status}, version {stored.version})"]
+    lines += [
+        f"  {key} = {orjson.dumps(value).decode()}" for key, value in spec_json(stored.spec).items()
+    ]
+    lines.append("history:")
+    for item in stored.history:
+        why = f": {item['reason']}" if item.get("reason") else ""
+        lines.append(f"  v{item['version']} {item['kind']} {item['at']} by {item['by']}{why}")
+    return "\n".join(lines)
+
+
+def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -> dict[str, Any]:
+    """One runtime schedule as ``list`` shows it."""
+    schedule = build_schedule(stored.spec, settings)
+    live = stored.status == "active"
+    following = upcoming_fire(schedule, not live, now)
+    return {
+        "name": stored.name,
+        "source": "runtime",
+        "status": stored.status,
+        "version": stored.version,
+        "fires": schedule.timing.describe(),
+        "next_fire_at": utc_text(following) if following else None,
+        **pause_fields(stored.pause),
+    }

@@ -1,0 +1,1 @@
+"""Runtime schedules kept by the broker: a log of changes, snapshots, and their fold."""

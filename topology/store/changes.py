@@ -1,0 +1,112 @@
+"""A change to the runtime schedules, and a schedule as the changes left it.
+
+Every change names the version it was based on (``previous``; 0 for a schedule that never
+existed) and the one it makes (``previous + 1``), who made it, when, why, and the whole spec
+after it (none for an archive). The log holds changes in one order that every reader sees,
+so the fold in ``topology/store/state.py`` gives every reader the same answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from warren_cron.clock import utc_text, utcnow
+from warren_cron.schedules.spec import ScheduleSpec
+
+Kind = Literal["create", "update", "archive"]
+KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
+Status = Literal["active", "archived"]
+#: Changes kept per schedule in snapshots: the history of a schedule, newest last.
+HISTORY_KEPT = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One create, update or archive of a runtime schedule."""
+
+    kind: Kind
+    name: str
+    previous: int
+    by: str
+    reason: str | None = None
+    #: The schedule's whole spec after the change (JSON); None for an archive.
+    spec: dict[str, Any] | None = None
+    at: datetime = field(default_factory=utcnow)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def version(self) -> int:
+        """The version this change makes."""
+        return self.previous + 1
+
+    def meta(self) -> dict[str, Any]:
+        """The change without its spec: one line of the schedule's history."""
+        return {
+            "kind": self.kind,
+            "version": self.version,
+            "previous": self.previous,
+            "by": self.by,
+            "at": utc_text(self.at),
+            "reason": self.reason,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The change as stored in the log."""
+        return {**self.meta(), "v": 1, "id": self.id, "name": self.name, "spec": self.spec}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Change | None:
+        """The change a log message holds; None for a body of no known shape."""
+        try:
+            if data["v"] != 1 or data["kind"] not in KINDS:
+                return None
+            return cls(
+                kind=data["kind"],
+                name=str(data["name"]),
+                previous=int(data["previous"]),
+                by=str(data["by"]),
+                reason=data.get("reason"),
+                spec=data.get("spec"),
+                at=datetime.fromisoformat(data["at"]),
+                id=str(data["id"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(slots=True)
+class Entry:
+    """A runtime schedule as the changes so far left it."""
+
+    spec: ScheduleSpec
+    version: int
+    status: Status
+    #: Each change's ``meta()``, oldest first, the last ``HISTORY_KEPT`` of them.
+    history: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a snapshot holds it."""
+        return {
+            "spec": spec_json(self.spec),
+            "version": self.version,
+            "status": self.status,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        """An entry of a snapshot (its spec validated again)."""
+        return cls(
+            ScheduleSpec.model_validate(data["spec"]),
+            int(data["version"]),
+            data["status"],
+            list(data["history"]),
+        )
+
+
+def spec_json(spec: ScheduleSpec) -> dict[str, Any]:
+    """The spec as JSON, fields left at their defaults left out."""
+    return spec.model_dump(mode="json", exclude_defaults=True)

@@ -1,0 +1,87 @@
+"""The fold: the runtime schedules after a sequence of changes, the same for every reader.
+
+A change applies only when it was based on the schedule's current version, so of two
+changes based on the same version the first in the log wins and the second is refused,
+whoever reads the log; its writer learns that by reading its own change back. A change
+refused leaves nothing behind but its place in the log.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from warren_cron.errors import (
+    InvalidSchedule,
+    NameTaken,
+    ScheduleNotFound,
+    StoreError,
+    VersionConflict,
+    validation_problems,
+)
+from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.changes import HISTORY_KEPT, Change, Entry, Status
+
+
+class StoreState:
+    """Every runtime schedule by name, and the log offset folded up to."""
+
+    def __init__(self, entries: dict[str, Entry] | None = None, offset: int = -1) -> None:
+        self.entries: dict[str, Entry] = entries or {}
+        #: The offset of the last log message folded in; -1 before any.
+        self.offset = offset
+        #: The log offset the newest snapshot known covers; -1 without one.
+        self.snapshot_offset = offset
+
+    def version(self, name: str) -> int:
+        """The schedule's current version; 0 when it never existed."""
+        entry = self.entries.get(name)
+        return 0 if entry is None else entry.version
+
+    def active(self) -> dict[str, ScheduleSpec]:
+        """The spec of every schedule that is not archived, by name."""
+        return {n: e.spec for n, e in self.entries.items() if e.status == "active"}
+
+    def refusal(self, change: Change) -> StoreError | None:
+        """Why ``change`` cannot apply now; None when it can."""
+        entry = self.entries.get(change.name)
+        if change.kind == "create" and entry is not None and entry.status == "active":
+            last = entry.history[-1] if entry.history else {}
+            return NameTaken(
+                f"schedule {change.name!r} exists (version {entry.version}, by "
+                f"{last.get('by', '?')} at {last.get('at', '?')}); update it, or archive it "
+                "first"
+            )
+        if change.kind != "create" and (entry is None or entry.status == "archived"):
+            state = "never existed" if entry is None else f"is archived (version {entry.version})"
+            return ScheduleNotFound(
+                f"schedule {change.name!r} {state}: create it (list_schedules shows the others)"
+            )
+        if change.previous != self.version(change.name):
+            return VersionConflict(change.name, change.previous, self.version(change.name))
+        return None
+
+    def apply(self, change: Change) -> StoreError | None:
+        """Fold ``change`` in; returns why it was refused, or None when it applied."""
+        refused = self.refusal(change)
+        if refused is not None:
+            return refused
+        entry = self.entries.get(change.name)
+        try:
+            spec = entry.spec if change.spec is None and entry else _spec(change)
+        except InvalidSchedule as error:
+            return error
+        history = [*(entry.history if entry else []), change.meta()][-HISTORY_KEPT:]
+        status: Status = "archived" if change.kind == "archive" else "active"
+        self.entries[change.name] = Entry(spec, change.version, status, history)
+        return None
+
+
+def _spec(change: Change) -> ScheduleSpec:
+    # Writers validate first; this guards against a log written by other code.
+    try:
+        spec = ScheduleSpec.model_validate(change.spec)
+    except ValidationError as error:
+        raise InvalidSchedule(change.name, validation_problems(error)) from None
+    if spec.name != change.name:
+        raise InvalidSchedule(change.name, [f"name: the spec is named {spec.name!r}"])
+    return spec
