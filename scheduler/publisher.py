@@ -22,11 +22,11 @@ from typing import Any
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from warren_cron.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.broker.batch import Sent, publish_batch
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.codec import Outgoing, fire_body, fire_outgoing
 from warren_cron.declare import PlanDeclarer, QueueSettings, declare_topology
 from warren_cron.errors import BROKER_TROUBLE, TopologyError
-from warren_cron.headers import H_RUN_ID, H_SCHEDULE
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import FIRE_LAG, FIRES
@@ -65,10 +65,10 @@ class LeadershipLost(ConnectionError):
 
 
 def fire_message(schedule: Schedule, fire: datetime, exchange: str) -> Outgoing:
-    """The AMQP message of one fire, as ``topology.publish.task_message`` would make it."""
+    """The AMQP message of one fire (``warren_cron.codec``)."""
     run_id = schedule.run_id(fire)
-    headers = {H_RUN_ID: run_id, H_SCHEDULE: schedule.name}
-    return Outgoing(exchange, schedule.routing_key, schedule.body(fire, run_id), run_id, headers)
+    body = fire_body(schedule.spec, run_id, fire)
+    return fire_outgoing(exchange, schedule.routing_key, body, run_id, schedule.name)
 
 
 class FirePublisher:

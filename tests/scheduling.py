@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.envelope import Envelope
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.scheduler.settings import SchedulerSettings
@@ -50,7 +51,7 @@ def write_schedules(broker: TestBroker, path: Path, text: str) -> ScheduleSet:
 async def published(broker: TestBroker) -> list[tuple[Any, Envelope]]:
     """Every message in the main queue with its decoded envelope, oldest first."""
     messages = await broker.get_all(broker.names.main_queue)
-    return [(message, Envelope.decode(message.body)) for message in messages]
+    return [(message, codec.decode(message)) for message in messages]
 
 
 async def fire_times(broker: TestBroker, schedule: str | None = None) -> list[datetime]:

@@ -12,6 +12,7 @@ from pamqp.header import ContentHeader
 import warren_cron.worker.adopt
 from tests.helpers import Recorder, envelope, publish_raw, registry
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.worker.adopt import needs_plan
 
 pytestmark = pytest.mark.broker
@@ -59,7 +60,7 @@ async def test_a_task_published_by_hand_retries_with_the_default_plan_under_its_
     await run_worker(
         registry(job=recorder), max_retries=2, retry_delay_ms=100, retry_delay_multiplier=2
     )
-    await publish_by_hand(broker, envelope("job", run_id="seed-recovery-1").encode())
+    await publish_by_hand(broker, codec.encode(envelope("job", run_id="seed-recovery-1")))
     await assert_runs_its_plan_then_fails(broker, recorder, "seed-recovery-1")
 
 
@@ -69,7 +70,7 @@ async def test_an_adopted_task_that_succeeds_runs_once_and_leaves_nothing(
     """Adoption is one confirmed copy and one ack: the task runs once, nothing is left over."""
     recorder = Recorder()
     worker = await run_worker(registry(job=recorder), max_retries=2, retry_delay_ms=100)
-    await publish_to_main(broker, envelope("job", run_id="once").encode())
+    await publish_to_main(broker, codec.encode(envelope("job", run_id="once")))
     await recorder.wait_calls(1)
     await worker.join()
     assert [(ctx.run_id, ctx.attempt) for _, ctx in recorder.calls] == [("once", 1)]
@@ -101,7 +102,7 @@ async def test_a_worker_gone_between_the_copy_and_the_ack_leaves_one_run_id_that
         retry_delay_ms=100,
         shutdown_grace_seconds=0.1,
     )
-    await publish_to_main(broker, envelope("job", run_id="twice-adopted").encode())
+    await publish_to_main(broker, codec.encode(envelope("job", run_id="twice-adopted")))
     await asyncio.wait_for(confirmed.wait(), 10)
     first.stop()
     await asyncio.wait_for(first.stopped.wait(), 10)
@@ -147,7 +148,7 @@ async def test_a_body_above_the_limit_published_by_hand_fails_at_once_and_is_nev
     body-too-large: no copy of it is published first, the handler never runs."""
     spy, recorder = AdoptSpy(monkeypatch), Recorder()
     await run_worker(registry(job=recorder))
-    body = envelope("job", {"blob": "x" * 20_000_000}, run_id="huge-by-hand").encode()
+    body = codec.encode(envelope("job", {"blob": "x" * 20_000_000}, run_id="huge-by-hand"))
     await publish_to_main(broker, body)
     record = await only_failure_record(broker)
     assert record.headers["cron-reason"] == "body-too-large"
@@ -165,7 +166,7 @@ async def test_a_task_whose_copy_would_exceed_a_frame_fails_naming_the_size_and_
     leaves the headers out, so that a replay fits; the worker goes on adopting."""
     recorder = Recorder()
     await run_worker(registry(job=recorder), max_retries=2, retry_delay_ms=100)
-    body = envelope("job", run_id="big-headers-by-hand").encode()
+    body = codec.encode(envelope("job", run_id="big-headers-by-hand"))
     # With a message id of its own, none is stamped on the way: its size is known.
     shape = aio_pika.Message(body, headers={"trace": ""}, message_id="m")
     # 10 bytes short of one frame of the default frame_max (131072, less its 8 bytes).

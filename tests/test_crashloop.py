@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.envelope import Envelope
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.crashloop import marker_key
@@ -33,7 +34,7 @@ async def redeliver(broker: TestBroker) -> None:
 
 async def stage_deaths(broker: TestBroker, env: Envelope, deaths: int) -> str:
     """Leave the markers that ``deaths`` dead workers would have left; return the queue."""
-    name = broker.names.crash_queue(marker_key(env.run_id, env.encode(), 1))
+    name = broker.names.crash_queue(marker_key(env.run_id, codec.encode(env), 1))
     channel = await broker.channel()
     queue = await channel.declare_queue(
         name, durable=True, arguments={"x-queue-type": "classic", "x-expires": 86_400_000}
@@ -114,5 +115,5 @@ async def test_a_first_delivery_costs_no_marker_queue(broker: TestBroker, run_wo
     await run_worker(registry(recorder))
     await publish(broker, env, plan(1000))
     await recorder.wait_calls(1)
-    name = broker.names.crash_queue(marker_key(env.run_id, env.encode(), 1))
+    name = broker.names.crash_queue(marker_key(env.run_id, codec.encode(env), 1))
     assert not await queue_exists(broker, name)

@@ -14,6 +14,7 @@ from tests.conftest import plan
 from tests.failed_records import ids_in, json_out, put_failed, run_warren
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.clock import utcnow
 from warren_cron.declare import UNLIMITED_DELIVERIES
 from warren_cron.failed.select import RecordFilter
@@ -79,7 +80,7 @@ async def test_records_the_broker_dead_lettered_alone_get_a_derived_reason(
     """A NACK at final reads as retries-exhausted, an undeclared plan as no-retry-queue."""
     await broker.declare()
     for key, run_id in (("final", "r-final"), ("7s-9s", "r-unrouted")):
-        await publish_raw(broker, envelope("job").encode(), key, message_id=run_id)
+        await publish_raw(broker, codec.encode(envelope("job", run_id=run_id)), key)
         await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 2)
     rows = json_out(run_warren(broker, "failed", "list", "--json"))
@@ -126,7 +127,7 @@ async def test_replay_with_a_filter_moves_only_matches_and_keeps_the_rest_in_ord
     moved = await broker.get_all(broker.names.main_queue)
     assert [m.message_id for m in moved] == [envs[0].run_id, envs[2].run_id, envs[4].run_id]
     first = moved[0]
-    assert first.routing_key == "100ms" and first.body == envs[0].encode()
+    assert first.routing_key == "100ms" and first.body == codec.encode(envs[0])
     assert first.headers["cron-replays"] == 1 and first.headers["cron-run-id"] == envs[0].run_id
     assert "x-death" not in first.headers and "cron-reason" not in first.headers
     [history] = first.headers["cron-history"]

@@ -22,13 +22,13 @@ import warren_cron.broker.batch
 import warren_cron.scheduler.publisher
 from tests.namespace import TestBroker
 from tests.scheduling import published, scheduler_settings, wait_published, write_schedules
-from warren_cron.broker.batch import Outgoing, encode, publish_batch
+from warren_cron import codec
+from warren_cron.broker.batch import encode, publish_batch
+from warren_cron.codec import Outgoing
 from warren_cron.declare import queue_arguments
 from warren_cron.envelope import Envelope
-from warren_cron.publish import task_message
 from warren_cron.scheduler.service import Scheduler
-from warren_cron.scheduler.settings import SchedulerSettings
-from warren_cron.schedules.load import load_schedules, parse_schedules
+from warren_cron.schedules.load import load_schedules
 from warren_cron.schedules.timing import cron_timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -36,50 +36,27 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 def outgoing(envelope: Envelope, exchange: str, key: str) -> Outgoing:
     """A batch message carrying an envelope, as the scheduler builds one."""
-    return Outgoing(exchange, key, envelope.encode(), envelope.run_id, envelope.headers())
+    assert envelope.schedule is not None
+    body = codec.encode(envelope)
+    return codec.fire_outgoing(exchange, key, body, envelope.run_id, envelope.schedule)
 
 
 def test_batch_frames_are_byte_for_byte_those_of_a_single_publish() -> None:
-    """encode() writes what pamqp writes for task_message, a body split over frames included."""
+    """encode() writes what pamqp writes for the codec's message, a body split over frames
+    included."""
     envelope = Envelope(
         task="report", payload={"text": "é" * 300}, run_id="nightly@x", schedule="nightly",
         scheduled_for=T0,
     )  # fmt: skip
-    body = envelope.encode()
+    body = codec.encode(envelope)
     frames: list[Any] = [
         spec.Basic.Publish(exchange="ns_tasks", routing_key="1s-2s", mandatory=True),
-        ContentHeader(properties=task_message(envelope).properties, body_size=len(body)),
+        ContentHeader(properties=codec.task_message(envelope).properties, body_size=len(body)),
         ContentBody(body[:500]),
         ContentBody(body[500:]),
     ]
     expected = b"".join(pamqp.frame.marshal(frame, 7) for frame in frames)
     assert encode(outgoing(envelope, "ns_tasks", "1s-2s"), 7, 500) == expected
-
-
-SCHEDULES = """
-[[schedule]]
-name = "plain"
-every = "5m"
-task = "noop"
-
-[[schedule]]
-name = "full"
-cron = "30 2 * * *"
-timezone = "Europe/Berlin"
-task = "http"
-payload = { url = "https://svc.example/hook", json = { n = 1.5, tags = ["a", "b"] } }
-timeout_seconds = 12.5
-concurrency = "Replace"
-"""
-
-
-@pytest.mark.parametrize("fire", [T0, T0 + timedelta(microseconds=250_000)])
-def test_a_fire_body_is_the_envelope_the_worker_decodes(fire: datetime, tmp_path: Path) -> None:
-    """Schedule.body is exactly Envelope.encode() of the fire, for every kind of schedule."""
-    schedules = parse_schedules(SCHEDULES, SchedulerSettings(schedules_file=tmp_path / "s"))
-    for schedule in schedules.schedules:
-        run_id = schedule.run_id(fire)
-        assert schedule.body(fire, run_id) == schedule.envelope(fire).encode()
 
 
 def test_schedules_sharing_a_cron_expression_share_one_timing_and_its_answers() -> None:
@@ -116,9 +93,10 @@ async def test_every_message_of_a_batch_is_confirmed_and_arrives_as_sent(
     outcomes = [o for batch in batches for o in await batch.confirmed(deadline)]
     assert outcomes == [None] * 600
     messages = await broker.get_all(topology.main.name)
-    assert [m.body for m in messages] == [e.encode() for e in sent]
+    assert [m.body for m in messages] == [codec.encode(e) for e in sent]
     assert all(m.message_id == e.run_id for m, e in zip(messages, sent, strict=True))
-    assert all(m.headers == e.headers() for m, e in zip(messages, sent, strict=True))
+    pairs = list(zip(messages, sent, strict=True))
+    assert all(m.headers == codec.task_message(e).headers for m, e in pairs)
     assert {(m.delivery_mode, m.content_type, m.routing_key) for m in messages} == {
         (2, "application/json", "1s")
     }

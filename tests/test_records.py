@@ -10,6 +10,8 @@ import orjson
 from pamqp.commands import Basic
 
 from tests.wire import ENVELOPE, MAIN, T0, death, incoming, task_message, worker_delivery
+from warren_cron import codec
+from warren_cron.codec import kept_properties, persistent_message, task_headers
 from warren_cron.envelope import CONTENT_TYPE
 from warren_cron.headers import H_REASON
 from warren_cron.names import FAILED_KEY
@@ -18,12 +20,11 @@ from warren_cron.records import (
     Failure,
     failure_headers,
     failure_record,
-    kept_properties,
-    persistent_message,
     read_record,
     record_from,
 )
 
+TASK_HEADERS = task_headers(ENVELOPE.run_id, ENVELOPE.schedule)
 #: The broker's history of a task that failed its plan of one retry.
 HISTORY = [
     death("cron_scheduler_retry.1s", "expired", time=T0 - timedelta(seconds=1)),
@@ -61,10 +62,10 @@ def test_a_persistent_message_carries_body_headers_and_kept_properties_only() ->
 
 def test_failure_headers_keep_the_task_headers_and_copy_the_broker_history() -> None:
     """cron-* headers say why; x-death is copied under cron-x-death, no x- header is kept."""
-    headers = {**ENVELOPE.headers(), "x-death": HISTORY, "x-delivery-count": 2, "custom": "v"}
+    headers = {**TASK_HEADERS, "x-death": HISTORY, "x-delivery-count": 2, "custom": "v"}
     written = failure_headers(headers, "final", Failure("retries-exhausted", "boom", 3), T0)
     assert written == {
-        **ENVELOPE.headers(),
+        **TASK_HEADERS,
         "custom": "v",
         "cron-attempts": 3,
         "cron-reason": "retries-exhausted",
@@ -102,7 +103,7 @@ def test_a_failure_record_reads_back_as_the_worker_wrote_it() -> None:
         ("cron_scheduler_retry.1s", "expired", 1),
         (MAIN, "rejected", 2),
     ]
-    assert record.body == ENVELOPE.encode()
+    assert record.body == codec.encode(ENVELOPE)
 
 
 def test_a_failure_record_keeps_the_task_properties_but_not_its_expiry() -> None:
@@ -117,15 +118,15 @@ def test_a_failure_record_keeps_the_task_properties_but_not_its_expiry() -> None
     }
 
 
-def test_a_delivery_without_a_message_id_is_recorded_under_the_envelopes_run_id() -> None:
-    """rabbitmqadmin sends no message id: the record gets the run id the log lines used, not
-    the random one aiormq would stamp on publishing it; one of its own is kept."""
+def test_a_delivery_is_recorded_under_the_run_id_the_worker_logged() -> None:
+    """rabbitmqadmin sends no message id, a foreign client another one: the record gets the
+    run id the log lines used (not the random one aiormq would stamp), as id and header."""
     bare = task_message()
     bare.message_id = None
     written = failure_record(worker_delivery(bare), Failure("exception", "e", 1), run_id="r-1")
-    assert written.message_id == "r-1"
+    assert (written.message_id, (written.headers or {})["cron-run-id"]) == ("r-1", "r-1")
     own = failure_record(worker_delivery(task_message()), Failure("exception", "e", 1), None, "r-1")
-    assert own.message_id == "nightly@1"
+    assert own.message_id == "r-1"
 
 
 def test_a_record_stamped_with_a_naive_time_reads_it_as_utc() -> None:

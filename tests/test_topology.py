@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import plan
 from tests.helpers import envelope, publish, publish_raw
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.declare import PlanDeclarer, declare_topology
 from warren_cron.errors import TopologyError
 from warren_cron.names import Names
@@ -51,7 +52,7 @@ async def test_a_failed_record_reaches_both_failed_and_monitor_queues(broker: Te
 async def test_an_undeclared_plan_is_caught_by_the_alternate_exchange(broker: TestBroker) -> None:
     """A NACKed message whose retry queue was never declared lands in the failed queue."""
     await broker.declare()
-    await publish_raw(broker, envelope("noop").encode(), "7s-9s")
+    await publish_raw(broker, codec.encode(envelope("noop")), "7s-9s")
     await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 1)
     [kept] = await broker.get_all(broker.names.failed_queue)

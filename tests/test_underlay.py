@@ -20,7 +20,7 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from tests.namespace import TestBroker
-from warren_cron.broker.batch import Outgoing, encode
+from warren_cron.broker.batch import encode
 from warren_cron.broker.underlay import (
     RELIED_ON,
     RawChannel,
@@ -30,6 +30,7 @@ from warren_cron.broker.underlay import (
     underlay,
     write_confirmed,
 )
+from warren_cron.codec import Outgoing
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = ROOT / "topology" / "broker" / "underlay.py"

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
+from warren_cron import codec
 from warren_cron.errors import PermanentError
 from warren_cron.headers import rejections
 from warren_cron.testing.waits import eventually
@@ -117,7 +118,7 @@ async def test_permanent_error_fails_after_one_attempt(broker: TestBroker, run_w
     assert len(recorder.calls) == 1
     assert record.headers["cron-reason"] == "permanent-error"
     assert record.headers["cron-attempts"] == 1
-    assert record.message_id == env.run_id and record.body == env.encode()
+    assert record.message_id == env.run_id and record.body == codec.encode(env)
 
 
 async def test_unknown_task_fails_at_once_naming_the_fix(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, cast
 
 import aio_pika
@@ -17,8 +18,12 @@ from pamqp import frame
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
-from warren_cron.envelope import CONTENT_TYPE, Envelope
+from warren_cron import codec
+from warren_cron.envelope import Envelope
 from warren_cron.names import Names
+from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.schedules.load import parse_schedules
+from warren_cron.schedules.schedule import Schedule
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.delivery import Delivery
 
@@ -28,6 +33,30 @@ MAIN = Names().main_queue
 ENVELOPE = Envelope(task="report", run_id="nightly@1", schedule="nightly", scheduled_for=T0)
 
 
+SCHEDULES = """
+[[schedule]]
+name = "plain"
+every = "5m"
+task = "noop"
+
+[[schedule]]
+name = "full"
+cron = "30 2 * * *"
+timezone = "Europe/Berlin"
+task = "http"
+payload = { url = "https://svc.example/hook", json = { n = 1.5, tags = ["a", "é"] } }
+timeout_seconds = 12.5
+concurrency = "Replace"
+retry = { max_retries = 2, delay_ms = 1000 }
+"""
+
+
+def schedules() -> tuple[Schedule, ...]:
+    """A bare schedule, and one with every field a fire's envelope carries and a plan."""
+    settings = SchedulerSettings(schedules_file=Path("schedules.toml"))
+    return parse_schedules(SCHEDULES, settings).schedules
+
+
 def delivered(
     message: aio_pika.Message, routing_key: str, *, redelivered: bool = False
 ) -> DeliveredMessage:
@@ -35,24 +64,39 @@ def delivered(
     encoded = frame.marshal(ContentHeader(0, len(message.body), message.properties), 1)
     _, _, header = frame.unmarshal(encoded)
     assert isinstance(header, ContentHeader)
+    return arrived(header, message.body, routing_key, redelivered=redelivered)
+
+
+def arrived(
+    header: ContentHeader, body: bytes, routing_key: str, *, redelivered: bool = False
+) -> DeliveredMessage:
+    """A delivery of ``body`` with the properties of a content ``header`` read off the wire."""
     deliver = Basic.Deliver(
         consumer_tag="test", delivery_tag=1, redelivered=redelivered, routing_key=routing_key
     )
     # No channel: nothing here settles a message.
-    return DeliveredMessage(deliver, header, message.body, cast(AbstractChannel, None))
+    return DeliveredMessage(deliver, header, body, cast(AbstractChannel, None))
+
+
+def unframed(data: bytes, routing_key: str) -> aio_pika.IncomingMessage:
+    """The message of one ``basic.publish``'s frames (``broker/batch.py``), as delivered."""
+    parts: list[Any] = []
+    while data:
+        used, _, part = frame.unmarshal(data)
+        parts.append(part)
+        data = data[used:]
+    _, header, *bodies = parts
+    assert isinstance(header, ContentHeader)
+    body = b"".join(part.value for part in bodies)
+    return aio_pika.IncomingMessage(arrived(header, body, routing_key), no_ack=True)
 
 
 def task_message(**headers: Any) -> aio_pika.Message:
     """The task message of ``ENVELOPE`` as the scheduler publishes it, with extra headers."""
-    return aio_pika.Message(
-        ENVELOPE.encode(),
-        headers={**ENVELOPE.headers(), **headers},
-        message_id=ENVELOPE.run_id,
-        content_type=CONTENT_TYPE,
-        timestamp=T0,
-        expiration=60,
-        priority=3,
-    )
+    message = codec.task_message(ENVELOPE, headers)
+    # Properties a record keeps (timestamp) and ones it must not (expiry, priority).
+    message.timestamp, message.expiration, message.priority = T0, 60, 3
+    return message
 
 
 def worker_delivery(

@@ -1,18 +1,15 @@
-"""The task message: one frozen envelope, JSON on the wire, with the headers of every attempt."""
+"""The task: one frozen envelope, sent as JSON (``warren_cron.codec`` writes and reads it)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 from uuid import uuid4
 
-import orjson
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from warren_cron.clock import utcnow
-from warren_cron.errors import MessageDecodeError, validation_problems
-from warren_cron.headers import H_RUN_ID, H_SCHEDULE
-from warren_cron.jsonvalue import DECODED, Json
+from warren_cron.jsonvalue import Json
 
 CONTENT_TYPE = "application/json"
 
@@ -31,32 +28,6 @@ class Envelope(BaseModel):
     deadline: AwareDatetime | None = None
     #: Overlap policy of the schedule: Forbid and Replace hold a lock while an attempt runs.
     concurrency: Literal["Allow", "Forbid", "Replace"] = "Allow"
-
-    def encode(self) -> bytes:
-        """Serialise to the JSON body published on the wire."""
-        return orjson.dumps(self.model_dump(mode="json"))
-
-    @classmethod
-    def decode(cls, body: bytes) -> Envelope:
-        """Parse and validate a body, or raise ``MessageDecodeError`` saying what is wrong."""
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as error:
-            raise MessageDecodeError(f"body is not valid UTF-8 JSON: {error}") from None
-        if not isinstance(data, dict):
-            raise MessageDecodeError(f"body must be a JSON object, got {type(data).__name__}")
-        try:
-            return cls.model_validate(data, context=DECODED)
-        except ValidationError as error:
-            problems = "; ".join(validation_problems(error, whole="body"))
-            raise MessageDecodeError(f"invalid task envelope: {problems}") from None
-
-    def headers(self) -> dict[str, Any]:
-        """Headers sent with every attempt so handlers and tools need not parse the body."""
-        headers: dict[str, Any] = {H_RUN_ID: self.run_id}
-        if self.schedule is not None:
-            headers[H_SCHEDULE] = self.schedule
-        return headers
 
 
 def one_off_run_id(task: str, now: datetime | None = None) -> str:

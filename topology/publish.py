@@ -3,31 +3,17 @@ through the delay levels (``topology/delay.py``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange
 from aiormq.exceptions import ChannelNotFoundEntity, PublishError
 
 from warren_cron.clock import utcnow
+from warren_cron.codec import task_message
 from warren_cron.declare import PlanDeclarer, QueueType
 from warren_cron.delay import DelayDeclarer, delay_key, seconds_until
-from warren_cron.envelope import CONTENT_TYPE, Envelope
+from warren_cron.envelope import Envelope
 from warren_cron.errors import BrokerError
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
-
-
-def task_message(envelope: Envelope, now: datetime | None = None) -> aio_pika.Message:
-    """The AMQP message of an envelope: run id as ``message_id``, persistent, JSON."""
-    return aio_pika.Message(
-        envelope.encode(),
-        message_id=envelope.run_id,
-        content_type=CONTENT_TYPE,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        headers=envelope.headers(),
-        timestamp=now,
-    )
 
 
 class TaskPublisher:

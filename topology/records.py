@@ -24,6 +24,13 @@ from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
 from warren_cron.clock import utcnow
+from warren_cron.codec import (
+    kept_properties,
+    persistent_message,
+    run_id_of,
+    task_headers,
+    task_message,
+)
 from warren_cron.envelope import Envelope
 from warren_cron.headers import (
     H_ATTEMPTS,
@@ -32,7 +39,6 @@ from warren_cron.headers import (
     H_REASON,
     H_REPLAYS,
     H_ROUTING_KEY,
-    H_RUN_ID,
     H_SCHEDULE,
     H_X_DEATH,
     as_utc,
@@ -42,49 +48,10 @@ from warren_cron.headers import (
     x_death,
 )
 from warren_cron.names import FINAL_KEY
-from warren_cron.publish import task_message
 
 ERROR_CHARS = 1000
 #: Headers a failure record adds; a replay moves them into ``cron-history``.
 RECORD_HEADERS = frozenset({H_ATTEMPTS, H_ERROR, H_FAILED_AT, H_REASON, H_ROUTING_KEY, H_X_DEATH})
-#: The AMQP properties a record keeps from its message, and a replay or restore sends again.
-KEPT_PROPERTIES = (
-    "message_id",
-    "content_type",
-    "content_encoding",
-    "correlation_id",
-    "timestamp",
-    "type",
-    "app_id",
-)
-#: pamqp spells the AMQP ``type`` property ``message_type``.
-_PAMQP_NAMES = {"type": "message_type"}
-
-
-def kept_properties(
-    props: Mapping[str, Any] | Basic.Properties | AbstractIncomingMessage,
-) -> dict[str, Any]:
-    """The properties of ``KEPT_PROPERTIES`` that are set: from a mapping, pamqp's properties
-    of a delivery, or aio-pika's message."""
-    if isinstance(props, Mapping):
-        values = {name: props.get(name) for name in KEPT_PROPERTIES}
-    elif isinstance(props, Basic.Properties):
-        values = {name: getattr(props, _PAMQP_NAMES.get(name, name)) for name in KEPT_PROPERTIES}
-    else:
-        values = {name: getattr(props, name) for name in KEPT_PROPERTIES}
-    return {name: value for name, value in values.items() if value is not None}
-
-
-def persistent_message(
-    body: bytes, headers: dict[str, Any], properties: Mapping[str, Any]
-) -> aio_pika.Message:
-    """A persistent message with the kept ``properties`` of another one."""
-    return aio_pika.Message(
-        body,
-        headers=headers,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        **kept_properties(properties),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,14 +104,11 @@ def failure_record(
     message: Received, failure: Failure, now: datetime | None = None, run_id: str | None = None
 ) -> aio_pika.Message:
     """The message published to the failed queue for ``message``, whose run id is ``run_id``
-    (the envelope's) when the message carries no ``message_id`` of its own."""
+    (``codec.run_id_of``; None when it has none)."""
+    # Without a run id aiormq would stamp a random message id for its confirm bookkeeping, and
+    # the record would be listed under that instead of the run id every log line used.
     headers = failure_headers(message.headers, message.routing_key, failure, now)
-    properties = kept_properties(message.properties)
-    if run_id is not None:
-        # Else aiormq stamps a random id for its confirm bookkeeping, and the record would
-        # be listed under that instead of the run id every log line used.
-        properties.setdefault("message_id", run_id)
-    return persistent_message(message.body, headers, properties)
+    return persistent_message(message.body, task_headers(run_id, extra=headers), message.properties)
 
 
 def envelope_record(
@@ -154,7 +118,7 @@ def envelope_record(
     what the worker writes, for benchmarks and tests that fill a failed queue."""
     message = task_message(envelope)
     headers = failure_headers(message.headers, FINAL_KEY, failure, now)
-    return persistent_message(message.body, headers, kept_properties(message.properties))
+    return persistent_message(message.body, headers, message.properties)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,9 +236,7 @@ def record_from(
         fields = _derived(headers, routing_key, main_queue)
     envelope = _envelope_fields(body)
     return FailedRecord(
-        run_id=_optional_text(
-            properties.get("message_id") or headers.get(H_RUN_ID) or envelope.get("run_id")
-        ),
+        run_id=run_id_of(envelope.get("run_id"), properties.get("message_id"), headers),
         schedule=_optional_text(headers.get(H_SCHEDULE) or envelope.get("schedule")),
         task=_optional_text(envelope.get("task")),
         replays=number(headers.get(H_REPLAYS)),

@@ -28,13 +28,14 @@ from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
 from warren_cron.broker.underlay import max_body, underlay
+from warren_cron.codec import decode, persistent_message, task_headers
 from warren_cron.declare import PlanDeclarer
 from warren_cron.envelope import Envelope
 from warren_cron.errors import MessageDecodeError, WarrenError
 from warren_cron.headers import H_REDELIVERED, X_DEATH, attempt_number
 from warren_cron.names import FINAL_KEY, Names
 from warren_cron.plan import RetryPlan, is_retry_key, task_plan
-from warren_cron.records import Failure, kept_properties, persistent_message
+from warren_cron.records import Failure
 from warren_cron.schedules.load import schedule_plans
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Settler
@@ -68,17 +69,17 @@ def needs_plan(routing_key: str) -> bool:
 
 
 def adopted_message(message: Delivery, envelope: Envelope) -> aio_pika.Message:
-    """The copy: same body, properties and headers, the envelope's run id as ``message_id``,
-    and no death history (one a client sent would count attempts that never ran)."""
+    """The copy: same body, properties and headers (a sender's schedule header wins), the
+    envelope's run id, and no death history (one a client sent would count attempts that never
+    ran)."""
     kept = {k: v for k, v in message.headers.items() if k != X_DEATH}
-    headers: dict[str, Any] = envelope.headers() | kept  # a header the sender set wins
     if message.redelivered:
         # A worker died holding the original, maybe after publishing a copy: this one may be
         # a repeat, and its first attempt says so as a redelivery would.
-        headers[H_REDELIVERED] = True
+        kept[H_REDELIVERED] = True
     # The envelope's run id is the one every log line uses: the record and replays use it too.
-    properties = kept_properties(message.properties) | {"message_id": envelope.run_id}
-    return persistent_message(message.body, headers, properties)
+    headers = task_headers(envelope.run_id, envelope.schedule, kept)
+    return persistent_message(message.body, headers, message.properties)
 
 
 def too_large(copy: aio_pika.Message, limit: int) -> str | None:
@@ -136,7 +137,7 @@ class Adopter:
         if body_too_large(message.body, self._settings.max_body_bytes) is not None:
             return False
         try:
-            envelope = Envelope.decode(message.body)
+            envelope = decode(message)
         except MessageDecodeError:
             return False
         await self._adopt_or_fail(message, envelope)

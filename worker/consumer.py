@@ -17,6 +17,7 @@ from aiormq.abc import DeliveredMessage
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
 from warren_cron.clock import utcnow
+from warren_cron.codec import decode, run_id_of
 from warren_cron.declare import declare_topology
 from warren_cron.envelope import Envelope
 from warren_cron.errors import MessageDecodeError
@@ -196,7 +197,8 @@ class Worker:
             self._settling.add(task)
             deadline = envelope.deadline if envelope else None
             verdict = decide(result, message.routing_key, deadline)
-            run_id = envelope.run_id if envelope else message.message_id
+            body_run_id = envelope.run_id if envelope else None
+            run_id = run_id_of(body_run_id, message.message_id, message.headers)
             settled = await self._settle(message, verdict, attempt, run_id)
             failed = settled and verdict.action is Action.FAIL
             status = result.http_status
@@ -226,7 +228,7 @@ class Worker:
 
     async def _attempt(self, message: Delivery, attempt: int) -> tuple[Envelope | None, Result]:
         try:
-            envelope = Envelope.decode(message.body)
+            envelope = decode(message)
         except MessageDecodeError as error:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.

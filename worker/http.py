@@ -185,7 +185,7 @@ class HttpHandler:
 
     async def __call__(self, payload: Any, ctx: TaskContext) -> dict[str, int]:
         """Send the request; return its status, or raise to fail the attempt."""
-        # A worker's payloads come from decoded message bodies (``Envelope.decode``).
+        # A worker's payloads come from decoded message bodies (``codec.decode``).
         request = parse_request(payload, decoded=True)
         url = URL(request.url, encoded=False)
         self._options.policy.check_host(url.raw_host or "")

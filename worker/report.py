@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from warren_cron.codec import run_id_of
 from warren_cron.envelope import Envelope
 from warren_cron.headers import H_REPLAYS, H_SCHEDULE, number
 from warren_cron.history.events import event, excerpt
@@ -113,7 +114,7 @@ def _ids(end: Ended) -> dict[str, Any]:
         return {"run_id": envelope.run_id, "schedule": envelope.schedule, "task": envelope.task}
     schedule = end.message.headers.get(H_SCHEDULE)
     return {
-        "run_id": end.message.message_id,
+        "run_id": run_id_of(None, end.message.message_id, end.message.headers),
         "schedule": schedule if isinstance(schedule, str) else None,
         "task": None,
     }

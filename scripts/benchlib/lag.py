@@ -36,7 +36,8 @@ from benchlib.scheduling import (
     start_scheduler,
     start_worker,
 )
-from warren_cron.broker.batch import Outgoing, Sent, publish_batch
+from warren_cron.broker.batch import Sent, publish_batch
+from warren_cron.codec import Outgoing, fire_outgoing
 from warren_cron.testing.waits import until
 
 #: Fires of the first seconds are left out: the processes are still warming up.
@@ -164,7 +165,7 @@ def floor_messages(bench: Bench, count: int, second: int) -> list[Outgoing]:
         body = orjson.dumps(
             {"task": "noop", "run_id": run_id, "schedule": "s", "scheduled_for": run_id[-20:]}
         )
-        messages.append(Outgoing(exchange, PLAN.key, body, run_id, {"cron-run-id": run_id}))
+        messages.append(fire_outgoing(exchange, PLAN.key, body, run_id, "s"))
     return messages
 
 

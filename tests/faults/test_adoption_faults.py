@@ -9,6 +9,7 @@ import aio_pika
 import pytest
 
 from tests.faults.harness import FaultScenario
+from warren_cron import codec
 from warren_cron.testing.workload import workload
 
 pytestmark = pytest.mark.faults
@@ -24,7 +25,7 @@ async def publish_by_hand(scenario: FaultScenario, count: int) -> None:
         channel = await connection.channel(publisher_confirms=True)
         for envelope, kind in workload(count, 17):
             scenario.ledger.publishing(envelope.run_id, kind)
-            message = aio_pika.Message(envelope.encode(), delivery_mode=2)
+            message = aio_pika.Message(codec.encode(envelope), delivery_mode=2)
             await channel.default_exchange.publish(message, scenario.names.main_queue)
             scenario.ledger.confirmed(envelope.run_id)
 

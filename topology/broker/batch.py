@@ -15,13 +15,13 @@ import asyncio
 import struct
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from aio_pika.abc import AbstractChannel
 
 from warren_cron.broker.underlay import Confirms, max_body, underlay, write_confirmed
+from warren_cron.codec import Outgoing
 from warren_cron.envelope import CONTENT_TYPE
 
 _FRAME_METHOD, _FRAME_HEADER, _FRAME_BODY = 1, 2, 3
@@ -32,18 +32,6 @@ _MANDATORY = b"\x01"
 #: Property flags of content_type, headers, delivery_mode, priority and message_id.
 _FLAGS = 1 << 15 | 1 << 13 | 1 << 12 | 1 << 11 | 1 << 7
 _PERSISTENT_PRIORITY_0 = b"\x02\x00"
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One persistent JSON message with the properties of ``topology.publish.task_message``."""
-
-    exchange: str
-    routing_key: str
-    body: bytes
-    #: Required: the broker's returns name the message by it.
-    message_id: str
-    headers: Mapping[str, str]
 
 
 def _shortstr(text: str) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 
 import aio_pika
 
+from warren_cron.codec import persistent_message, task_headers
 from warren_cron.headers import (
     H_ATTEMPTS,
     H_ERROR,
@@ -22,7 +23,7 @@ from warren_cron.headers import (
     as_utc,
     jsonable,
 )
-from warren_cron.records import FailedRecord, persistent_message
+from warren_cron.records import FailedRecord
 
 
 def exported(record: FailedRecord) -> dict[str, Any]:
@@ -69,6 +70,6 @@ def _exported_headers(data: Mapping[str, Any]) -> dict[str, Any]:
 def restored_message(data: Mapping[str, Any]) -> aio_pika.Message:
     """The failed-queue message of one exported record (a line written by ``export``)."""
     props = dict(data.get("properties") or {})
-    props["message_id"] = props.get("message_id") or data.get("run_id")
     props["timestamp"] = as_utc(props.get("timestamp"))
-    return persistent_message(_exported_body(data), _exported_headers(data), props)
+    headers = task_headers(data.get("run_id"), extra=_exported_headers(data))
+    return persistent_message(_exported_body(data), headers, props)

@@ -35,23 +35,18 @@ from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.held import Held, holding
 from warren_cron.broker.inspect import fingerprint
 from warren_cron.clock import utcnow
+from warren_cron.codec import persistent_message, task_headers
 from warren_cron.declare import PlanDeclarer, declare_topology
 from warren_cron.errors import BROKER_TROUBLE, BrokerUnavailable
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.tally import Progress, Tally
 from warren_cron.failed.window import Window
-from warren_cron.headers import H_HISTORY, H_REPLAYS, H_RUN_ID
+from warren_cron.headers import H_HISTORY, H_REPLAYS
 from warren_cron.history.events import record_event
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
-from warren_cron.records import (
-    ERROR_CHARS,
-    RECORD_HEADERS,
-    FailedRecord,
-    persistent_message,
-    read_record,
-)
+from warren_cron.records import ERROR_CHARS, RECORD_HEADERS, FailedRecord, read_record
 from warren_cron.runtime.settings import CronSettings
 
 log = structlog.get_logger("replay")
@@ -90,14 +85,12 @@ def replay_headers(record: FailedRecord) -> dict[str, Any]:
     earlier = list(previous) if isinstance(previous, list) else []
     headers[H_HISTORY] = [history_entry(record), *earlier][:HISTORY_LIMIT]
     headers[H_REPLAYS] = record.replays + 1
-    if record.run_id is not None:
-        headers[H_RUN_ID] = record.run_id
-    return headers
+    return task_headers(record.run_id, extra=headers)
 
 
 def replay_message(record: FailedRecord, now: datetime | None = None) -> aio_pika.Message:
     """The task message a replay publishes: same body and run id, fresh history, stamped now."""
-    props = {**record.properties, "message_id": record.run_id, "timestamp": now or utcnow()}
+    props = {**record.properties, "timestamp": now or utcnow()}
     return persistent_message(record.body, replay_headers(record), props)
 
 

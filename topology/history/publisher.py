@@ -27,8 +27,9 @@ import orjson
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from warren_cron.broker.batch import Outgoing, publish_batch
+from warren_cron.broker.batch import publish_batch
 from warren_cron.broker.connect import publish_channel
+from warren_cron.codec import Outgoing
 from warren_cron.history.events import join
 from warren_cron.history.losses import Losses, Report
 from warren_cron.history.stream import HistorySettings, declare_history

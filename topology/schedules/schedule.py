@@ -7,9 +7,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-import orjson
-
-from warren_cron.clock import json_time, utc_text
+from warren_cron.clock import utc_text
 from warren_cron.envelope import Envelope
 from warren_cron.history.events import EventType, event
 from warren_cron.plan import RetryPlan
@@ -89,22 +87,6 @@ class Schedule:
             scheduled_for=fire,
             timeout_seconds=self.spec.timeout_seconds,
             concurrency=self.spec.concurrency,
-        )
-
-    def body(self, fire: datetime, run_id: str) -> bytes:
-        """``envelope(fire).encode()`` without building the model: the spec was validated."""
-        spec = self.spec
-        return orjson.dumps(
-            {
-                "task": spec.task,
-                "payload": spec.payload,
-                "run_id": run_id,
-                "schedule": spec.name,
-                "scheduled_for": json_time(fire),
-                "timeout_seconds": spec.timeout_seconds,
-                "deadline": None,
-                "concurrency": spec.concurrency,
-            }
         )
 
 

@@ -23,10 +23,11 @@ from warren_cron.broker.exclusive import plain_connection
 from warren_cron.declare import PlanDeclarer, QueueType, declare_topology
 from warren_cron.envelope import Envelope
 from warren_cron.errors import CONNECTION_ERRORS
-from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, H_RUN_ID, x_death
+from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, x_death
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
+from warren_cron.records import read_record
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.install import BrokerNodeError
 from warren_cron.testing.ledger import Ledger, Report
@@ -218,7 +219,7 @@ class Scenario:
             channel = await connection.channel()
             queue = await channel.declare_queue(self.names.failed_queue, passive=True)
             while (message := await queue.get(fail=False)) is not None:
-                run_id = message.message_id or str((message.headers or {}).get(H_RUN_ID))
+                run_id = str(read_record(message, self.names.main_queue).run_id)
                 reason, raw = record_reason(message)
                 headers = message.headers or {}
                 attempts = headers.get(H_ATTEMPTS)
