@@ -25,6 +25,7 @@ from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.dashboard import Dashboard
+from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.silence import SuccessWatch
 from warren_cron.monitor.status import StatusKeeper
@@ -63,11 +64,14 @@ class Monitor:
         self.watch = QueueWatch(settings, plans, clock)
         self.keeper = StatusKeeper(settings, [s.name for s in schedules])
         self.silence = SuccessWatch(schedules, self.keeper)
+        self.schedulers = SchedulerWatch(settings, clock)
         #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
         self.dashboard: Dashboard | None = None
         if settings.dashboard_port:
             watched = self.watch
-            self.dashboard = Dashboard(settings, schedules, self.keeper, lambda: watched.plan_keys)
+            self.dashboard = Dashboard(
+                settings, schedules, self.keeper, lambda: watched.plan_keys, self.schedulers
+            )
         self.sender: AlertSender | None = None
         self._retry_base = retry_base_seconds
         self._stop = asyncio.Event()
@@ -101,6 +105,7 @@ class Monitor:
         settings = self.settings
         topology = await declare_topology(channel, self.names, settings)
         await self.keeper.start(connection)
+        await self.schedulers.start(connection)
         tag = await topology.monitor.consume(self._on_message)
         if self.dashboard is not None:
             await self.dashboard.start(connection)
@@ -108,6 +113,7 @@ class Monitor:
             asyncio.create_task(sender.run()),
             asyncio.create_task(self._poll(connection)),
             asyncio.create_task(self._keep_status()),
+            asyncio.create_task(self._watch_schedulers(connection)),
         ]
         self.ready.set()
         log.info(
@@ -165,6 +171,19 @@ class Monitor:
             except BROKER_TROUBLE as error:
                 log.warning("queue check failed; trying again next interval", error=repr(error))
             await self._idle(self.settings.monitor_interval_seconds)
+
+    async def _watch_schedulers(self, connection: AbstractRobustConnection) -> None:
+        # Often enough that the alert comes within a quarter of its delay after it is due.
+        every = min(
+            self.settings.monitor_interval_seconds, self.settings.scheduler_down_seconds / 4
+        )
+        while not self._stop.is_set():
+            try:
+                for change in await self.schedulers.check(connection, utcnow()):
+                    self._report_condition(change)
+            except BROKER_TROUBLE as error:
+                log.warning("scheduler check failed; trying again", error=repr(error))
+            await self._idle(every)
 
     async def _keep_status(self) -> None:
         while not self._stop.is_set():

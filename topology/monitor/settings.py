@@ -37,6 +37,19 @@ class MonitorSettings(CronSettings):
     failed_alert_threshold: int = Field(
         5, ge=0, description="Alert while the failed queue holds more messages than this."
     )
+    scheduler_down_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Alert scheduler.down when no scheduler has led (held the leader queue "
+        "and beaten) for this long.",
+    )
+    scheduler_lag_alert_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Alert scheduler.down too when the leader is this far behind its fires.",
+    )
     stalled_margin_seconds: float = Field(
         60.0, ge=0, description="A retry queue head older than its TTL plus this is stalled."
     )
