@@ -103,7 +103,7 @@ async def first_line(broker: TestBroker, path: Path) -> str:
 
 
 async def spawn_scheduler(spawn: Spawner, env: dict[str, str]) -> Process:
-    """A scheduler process that beats twice a second."""
+    """A scheduler process, started."""
     process = await spawn(["-m", "warren_cron.scheduler"], env)
     await process.wait_event("scheduler started")
     return process
@@ -122,7 +122,7 @@ async def test_every_scheduler_killed_alerts_scheduler_down_in_time_and_a_new_on
     check), ``warren status`` says DOWN first; a scheduler started again resolves it."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, TICK)
-    env = {**scheduler_env(broker, path), "CRON_SCHEDULER_BEAT_SECONDS": "0.5"}
+    env = {**scheduler_env(broker, path), "CRON_SCHEDULER_BEAT_SECONDS": "1"}
     with serve(Endpoint()) as hook:
         monitor: Monitor = await run_monitor(
             alert_webhook_url=hook.url, scheduler_down_seconds=DOWN_SECONDS
@@ -133,7 +133,7 @@ async def test_every_scheduler_killed_alerts_scheduler_down_in_time_and_a_new_on
         await asyncio.gather(first.kill(), second.kill())
         killed = time.monotonic()
         await eventually(lambda: conditions(hook, "scheduler.down") == ["firing"], 20)
-        assert time.monotonic() - killed < DOWN_SECONDS + 3
+        assert time.monotonic() - killed < DOWN_SECONDS + 5  # a check, and a loaded machine
         assert (await first_line(broker, path)).startswith("scheduler: DOWN: no scheduler leads")
         await spawn_scheduler(spawn, env)
         await eventually(lambda: conditions(hook, "scheduler.down") == ["firing", "resolved"], 20)

@@ -24,6 +24,7 @@ from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
+from warren_cron.monitor.configured import configured_targets
 from warren_cron.monitor.dashboard import Dashboard
 from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
@@ -72,7 +73,8 @@ class Monitor:
             self.dashboard = Dashboard(
                 settings, schedules, self.keeper, lambda: watched.plan_keys, self.schedulers
             )
-        self.sender: AlertSender | None = None
+        #: One sender per configured alert target (none: alerts are only logged).
+        self.senders: list[AlertSender] = []
         self._retry_base = retry_base_seconds
         self._stop = asyncio.Event()
         self._connection: AbstractRobustConnection | None = None
@@ -94,12 +96,14 @@ class Monitor:
             # The alert webhook is the operator's own: a proxy in the environment is honoured.
             session = aiohttp.ClientSession(trust_env=True)
             stack.push_async_callback(session.close)
-            sender = AlertSender(self.settings, session, retry_base_seconds=self._retry_base)
-            self.sender = sender
-            await self._serve(connection, sender)
+            self.senders = [
+                AlertSender(self.settings, session, target, retry_base_seconds=self._retry_base)
+                for target in configured_targets(self.settings)
+            ]
+            await self._serve(connection)
         log.info("monitor stopped")
 
-    async def _serve(self, connection: AbstractRobustConnection, sender: AlertSender) -> None:
+    async def _serve(self, connection: AbstractRobustConnection) -> None:
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=PREFETCH)
         settings = self.settings
@@ -110,7 +114,7 @@ class Monitor:
         if self.dashboard is not None:
             await self.dashboard.start(connection)
         background = [
-            asyncio.create_task(sender.run()),
+            *(asyncio.create_task(sender.run()) for sender in self.senders),
             asyncio.create_task(self._poll(connection)),
             asyncio.create_task(self._keep_status()),
             asyncio.create_task(self._watch_schedulers(connection)),
@@ -119,14 +123,14 @@ class Monitor:
         log.info(
             "monitor started",
             queue=topology.monitor.name,
-            webhook=settings.safe_webhook,
+            alert_targets=[f"{s.target.kind} {s.target.safe}" for s in self.senders],
             threshold=settings.failed_alert_threshold,
         )
         await self._stop.wait()
         await topology.monitor.cancel(tag)
-        await self._finish(background, sender)
+        await self._finish(background)
 
-    async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+    async def _finish(self, background: list[asyncio.Task[None]]) -> None:
         if self.dashboard is not None:
             await self.dashboard.stop()
         # Before the cancels: a broker call cancelled half-way can cost the connection.
@@ -138,7 +142,7 @@ class Monitor:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-        await sender.flush()
+        await asyncio.gather(*(sender.flush() for sender in self.senders))
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         try:
@@ -157,8 +161,8 @@ class Monitor:
 
     def _report_failure(self, record: FailedRecord) -> None:
         log.error("task failed", **record.summary())
-        assert self.sender is not None
-        self.sender.failure(record)
+        for sender in self.senders:
+            sender.failure(record)
 
     async def _poll(self, connection: AbstractRobustConnection) -> None:
         while not self._stop.is_set():
@@ -204,5 +208,5 @@ class Monitor:
             log.error("alert", condition=change.key, detail=change.detail)
         else:
             log.info("resolved", condition=change.key, detail=change.detail)
-        assert self.sender is not None
-        self.sender.condition(change)
+        for sender in self.senders:
+            sender.condition(change)
