@@ -34,7 +34,7 @@ async def schedules_page(request: web.Request) -> web.StreamResponse:
     keeper = dashboard.keeper
     rows = status_rows(list(page.rows), keeper.fold, keeper.pauses, now)
     return dashboard.page(
-        request, "schedules.html", rows=rows, page=page, q=needle, pauses=keeper.pauses, now=now
+        request, "schedules.html", rows=rows, page=page, q=needle, pauses=keeper.pauses
     )
 
 
