@@ -30,7 +30,8 @@ from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import ScheduleError, TopologyError
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
-from warren_cron.runtime.metrics import LEADER
+from warren_cron.runtime.metrics import LEADING
+from warren_cron.scheduler.beat import beating
 from warren_cron.scheduler.firing import Batch, FireHeap
 from warren_cron.scheduler.leader import identity, open_connection, try_lead, watch_connection
 from warren_cron.scheduler.pauses import PauseBook
@@ -76,6 +77,9 @@ class Scheduler:
         self.leading = asyncio.Event()
         #: The last watermark this scheduler wrote: every fire up to it is handled.
         self.handled_up_to: datetime | None = None
+        #: When fires were last published, and the next one due: what the heartbeat says.
+        self.last_fire_at: datetime | None = None
+        self.next_fire_at: datetime | None = None
         self._clock = clock
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -146,7 +150,7 @@ class Scheduler:
                 _log_unreachable(error, retry, again=reported == self._sessions)
                 reported = self._sessions
             self.leading.clear()
-            LEADER.set(0)
+            LEADING.set(0)
             await wait_for_event(self._stop, retry)
 
     async def _session(self) -> None:
@@ -154,8 +158,10 @@ class Scheduler:
         self.connection = connection
         self._sessions += 1
         try:
-            if await self._stand_by(connection):
-                await self._lead(connection)
+            interval = self.settings.scheduler_beat_seconds
+            async with beating(connection, self.names, self, interval):
+                if await self._stand_by(connection):
+                    await self._lead(connection)
         finally:
             self.connection = None
             await connection.close()  # frees the leader queue at once
@@ -188,7 +194,7 @@ class Scheduler:
                 loop.cancel()
             await asyncio.gather(loop, watch, return_exceptions=True)
             self.leading.clear()
-            LEADER.set(0)
+            LEADING.set(0)
             await pauses.close()
             await runtime.close()
             await history.close()
@@ -213,7 +219,7 @@ class Scheduler:
         await runtime.start(connection)
         heap = FireHeap(runtime.combined(self.schedules), cursor)
         self.leading.set()
-        LEADER.set(1)
+        LEADING.set(1)
         while not self._stop.is_set():
             if heap.schedules is not runtime.combined(self.schedules):
                 heap = FireHeap(runtime.combined(self.schedules), cursor)
@@ -225,8 +231,9 @@ class Scheduler:
                     return
                 cursor = now
                 await watermark.write(cursor)
-                self.handled_up_to = cursor
-            await self._sleep_until(heap.next_time())
+                self.handled_up_to = self.last_fire_at = cursor
+            self.next_fire_at = heap.next_time()
+            await self._sleep_until(self.next_fire_at)
 
     async def _start_cursor(self, watermark: Watermark) -> datetime:
         stored = await watermark.read()

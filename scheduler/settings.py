@@ -22,6 +22,13 @@ class SchedulerSettings(CronSettings):
         le=600,
         description="AMQP heartbeat of the scheduler: a silent leader is replaced after ~2x.",
     )
+    scheduler_beat_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="How often each scheduler says on <ns>_scheduler.beats that it lives, "
+        "whether it leads and how late it is (the monitor's liveness alert reads it).",
+    )
     leader_retry_seconds: float = Field(
         3.0,
         gt=0,

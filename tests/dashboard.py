@@ -14,6 +14,7 @@ from tests.namespace import TestBroker
 from warren_cron.errors import PermanentError
 from warren_cron.history.publisher import publishing
 from warren_cron.monitor import Monitor
+from warren_cron.scheduler.service import Scheduler
 from warren_cron.schedules import commands
 from warren_cron.schedules.load import ScheduleSet
 from warren_cron.testing.waits import eventually
@@ -79,6 +80,8 @@ class Stack:
     schedules: ScheduleSet
     monitor: Monitor
     url: str
+    #: The in-process scheduler that led when the stack started.
+    scheduler: Scheduler | None = None
 
     async def trigger(self, name: str, by: str = "tester@test") -> str:
         """Trigger schedule ``name`` as warren schedules does; its run id."""

@@ -69,14 +69,21 @@ async def echoing(body: Body = everything) -> AsyncIterator[Echo]:
         return await _answer(echo, request)
 
     app.router.add_route("*", "/status/{status}", answer)
+    async with on_loopback(app) as url:
+        echo.url = url
+        yield echo
+
+
+@asynccontextmanager
+async def on_loopback(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free port of 127.0.0.1 for the block; yields its base URL."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
-    echo.url = f"http://127.0.0.1:{port}"
     try:
-        yield echo
+        yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
 

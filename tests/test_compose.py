@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 WARREN_SERVICES = [name for name, svc in COMPOSE["services"].items() if "build" in svc]
+OBSERVABILITY = [
+    n for n, s in COMPOSE["services"].items() if "observability" in s.get("profiles", [])
+]
+DASHBOARD = ROOT / "deploy/grafana/dashboards/warren.json"
 
 
 def assert_runs_something_real(command: list[str]) -> None:
@@ -51,10 +56,11 @@ def test_the_image_default_command_runs_a_subcommand() -> None:
 
 
 def test_services_wait_for_a_healthy_broker_and_have_health_checks() -> None:
-    """Nothing starts before RabbitMQ is healthy, and every service is health-checked."""
+    """Nothing that talks to RabbitMQ starts before it is healthy, and every service (the
+    observability profile's too) is health-checked."""
     for name, service in COMPOSE["services"].items():
         assert "healthcheck" in service, name
-        if name not in ("rabbitmq", "demo-target"):
+        if name not in ("rabbitmq", "demo-target", *OBSERVABILITY):
             assert service["depends_on"]["rabbitmq"]["condition"] == "service_healthy", name
 
 
@@ -118,3 +124,51 @@ def test_warren_services_are_given_every_node(service: str) -> None:
     url = COMPOSE["services"][service]["environment"]["CRON_AMQP_URL"]
     hosts = [urlsplit(node).hostname for node in CronSettings(amqp_url=url).urls]
     assert hosts == [s["hostname"] for s in rabbitmq_services().values()]
+
+
+def exported_names() -> set[str]:
+    """Every sample name the code's Prometheus metrics can export."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from warren_cron.runtime import metrics
+
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
+    found = [m for m in vars(metrics).values() if isinstance(m, MetricWrapperBase)]
+    return {f.name + end for m in found for f in m.describe() for end in suffixes[f.type]}
+
+
+def dashboard_queries() -> list[str]:
+    """Every PromQL expression of the Grafana dashboard's panels."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [t["expr"] for p in panels for t in p.get("targets", [])]
+
+
+def test_every_metric_the_grafana_dashboard_queries_exists_in_the_code() -> None:
+    """A renamed metric would leave a panel silently empty."""
+    queried = {name for expr in dashboard_queries() for name in re.findall(r"\bcron_\w+", expr)}
+    assert queried and queried <= exported_names(), queried - exported_names()
+    assert {"cron_scheduler_leading", "cron_scheduler_lag_seconds"} <= queried
+
+
+def test_the_observability_profile_runs_prometheus_and_grafana_provisioned() -> None:
+    """Both health-checked, on the host's loopback only, every mounted file present, the
+    dashboard's data source the provisioned one, every warren process scraped."""
+    assert sorted(OBSERVABILITY) == ["grafana", "prometheus"]
+    for name in OBSERVABILITY:
+        service = COMPOSE["services"][name]
+        assert service["healthcheck"]["test"][0] == "CMD", name
+        assert all(port.startswith("127.0.0.1:") for port in service["ports"]), name
+        for mount in service["volumes"]:
+            source = mount.split(":")[0]
+            assert not source.startswith("./") or (ROOT / source).exists(), mount
+    sources = yaml.safe_load(
+        (ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    uids = {p["datasource"]["uid"] for p in panels if p["type"] != "row"}
+    assert uids == {sources["datasources"][0]["uid"]}
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    [dns] = scrape["scrape_configs"][0]["dns_sd_configs"]
+    assert sorted(dns["names"]) == sorted(n for n in WARREN_SERVICES if n != "demo-target")
+    ports = {COMPOSE["services"][n]["environment"]["CRON_METRICS_PORT"] for n in dns["names"]}
+    assert ports == {str(dns["port"])}

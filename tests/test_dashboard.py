@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
 from warren_cron.clock import utcnow
 from warren_cron.schedules.control import read_pauses
+from warren_cron.schedules.status import OVERDUE_GRACE
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -59,20 +61,21 @@ async def stack(
     """Start the whole system; ``await stack(token)`` serves the dashboard (read-only
     without a token)."""
 
-    async def start(token: str | None) -> Stack:
+    async def start(token: str | None, **monitor_settings: Any) -> Stack:
         path = tmp_path / "schedules.toml"
         schedules = write_schedules(broker, path, SCHEDULES)
         await run_worker(registry(good=good, bad=bad))
-        await schedulers.start(path)
+        scheduler = await schedulers.start(path)
         monitor = await run_monitor(
             schedules=schedules.schedules,
             schedules_file=path,
             dashboard_port=free_port(),
             dashboard_token=token,
             monitor_interval_seconds=1,
+            **monitor_settings,
         )
         assert monitor.dashboard is not None and monitor.dashboard.url is not None
-        return Stack(broker, schedules, monitor, monitor.dashboard.url)
+        return Stack(broker, schedules, monitor, monitor.dashboard.url, scheduler)
 
     return start
 
@@ -138,6 +141,43 @@ async def test_every_page_shows_the_running_system_and_refuses_actions_when_read
     assert refused.status == 403
     assert "read-only" in await refused.text()
     assert await read_pauses(system.broker.connection, names) == {}
+
+
+async def test_the_overview_says_first_when_no_scheduler_leads_and_next_fires_turn_overdue(
+    stack: Any, schedulers: Any, page: Page
+) -> None:
+    """The scheduler line leads the overview: who leads, then DOWN in red once the only
+    scheduler stops; the schedules page shows tick's next fire overdue; a scheduler started
+    again leads once more."""
+    system: Stack = await stack(None, scheduler_down_seconds=1)
+    watch = system.monitor.schedulers
+    await eventually(lambda: watch.view is not None and watch.view.leading, 20, what="a leader")
+    await page.goto(system.url)
+    first = page.locator("main .card").first
+    assert await first.get_attribute("id") == "scheduler"
+    assert " leads (no standby); last fire " in await first.inner_text()
+    await schedulers.stop(system.scheduler)
+    await eventually(lambda: watch.firing, 20, what="scheduler.down firing")
+    await page.reload()
+    assert (await first.inner_text()).startswith("scheduler: DOWN: no scheduler leads")
+    assert "bad" in (await first.get_attribute("class") or "")
+    await shot(page, "overview-scheduler-down")
+
+    tick = system.monitor.keeper.fold.state("tick")
+    due = tick.last_fire_at
+    assert due is not None
+    await asyncio.sleep(
+        max(0.0, (due - utcnow()).total_seconds() + OVERDUE_GRACE.total_seconds() + 1.5)
+    )
+    await page.goto(system.url + "schedules")
+    next_fire = page.locator('tr[data-schedule="tick"] .badge.bad')
+    assert (await next_fire.inner_text()).startswith("overdue ")
+    await shot(page, "schedules-overdue")
+
+    await schedulers.start(Path(system.schedules.source))
+    await eventually(lambda: not watch.firing, 30, what="scheduler.down resolved")
+    await page.goto(system.url)
+    assert " leads " in await page.locator("#scheduler").inner_text()
 
 
 async def test_trigger_pause_and_resume_by_clicks_change_the_broker_and_the_history(

@@ -57,7 +57,7 @@ async def test_scheduler_reports_leadership_fires_and_health(
     env = env_for(broker, CRON_SCHEDULES_FILE=str(path), CRON_METRICS_PORT=str(port))
     process: Process = await spawn(["-m", "warren_cron.scheduler"], env)
     await wait_published(broker, 2)
-    text = await wait_metric(port, "cron_scheduler_leader 1.0")
+    text = await wait_metric(port, "cron_scheduler_leading 1.0")
     assert 'cron_fires_total{schedule="tick"}' in text
     assert 'cron_fire_lag_seconds_count{stage="publish"}' in text
     health = await scrape(port, "/healthz")

@@ -46,7 +46,7 @@ async def test_a_rotated_file_is_read_again_on_the_next_attempt(
 @pytest.mark.parametrize(
     ("ref", "why"),
     [
-        ({"env": "HOOK_MISSING"}, "not set in the worker's environment"),
+        ({"env": "HOOK_MISSING"}, "not set in this process's environment"),
         ({"env": "CRON_AMQP_URL"}, "not among CRON_HTTP_SECRET_ENV"),
         ({"file": "/etc/hostname"}, "outside CRON_HTTP_SECRET_DIR"),
         ({"file": "{dir}/../escape"}, "outside CRON_HTTP_SECRET_DIR"),

@@ -136,7 +136,8 @@ async def test_status_shows_succeeded_failed_retrying_and_paused_schedules(
     assert (held["paused"], held["next_fire_at"], held["last_outcome"]) == (True, None, "succeeded")
     assert (new["last_fire_at"], new["last_outcome"], new["schedule"]) == (None, None, "every 1h")
     code, text, _ = await status(broker, path)
-    header, *lines = text.splitlines()
+    first, header, *lines = text.splitlines()
+    assert first.startswith("scheduler: DOWN: no scheduler leads (no standby; never seen)")
     assert header.split()[:4] == ["NAME", "SCHEDULE", "PAUSED", "LAST"]
     assert [line.split()[0] for line in lines] == [f"{p}{name}" for name in row]
     assert "yes" in lines[3].split() and " ago" in lines[0]

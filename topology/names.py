@@ -95,6 +95,11 @@ class Names:
         return f"{self.namespace}_schedules.snapshot"
 
     @property
+    def beat_stream(self) -> str:
+        """Short stream of every scheduler's heartbeat: who leads, who stands by, how late."""
+        return f"{self.namespace}_scheduler.beats"
+
+    @property
     def status_queue(self) -> str:
         """One-message queue holding the monitor's fold of the history, per schedule."""
         return f"{self.namespace}_status"
@@ -104,8 +109,8 @@ class Names:
         each of ``plan_keys`` (the delay levels are ``topology.delay.delay_objects``')."""
         fixed = [self.main_queue, self.failed_queue, self.monitor_queue, self.leader_queue]
         fixed += [self.watermark_queue, self.history_stream, self.control_stream]
-        fixed += [self.store_log, self.store_snapshot]
-        return [*fixed, self.status_queue, *(self.retry_queue(key) for key in plan_keys)]
+        fixed += [self.store_log, self.store_snapshot, self.status_queue, self.beat_stream]
+        return [*fixed, *(self.retry_queue(key) for key in plan_keys)]
 
     @property
     def exchanges(self) -> list[str]:

@@ -63,7 +63,7 @@ class SecretSources:
                 f"secret env {name}: not among CRON_HTTP_SECRET_ENV; list it there to use it"
             )
         if name not in self._environ:
-            raise SecretUnavailable(f"secret env {name}: not set in the worker's environment")
+            raise SecretUnavailable(f"secret env {name}: not set in this process's environment")
         return self._environ[name]
 
     def _from_file(self, name: str | None) -> str:

@@ -1,6 +1,7 @@
 """One row per schedule of CRON_SCHEDULES_FILE, like ``kubectl get cronjobs``.
 
-When each schedule fires, whether it is paused, its last fire, the outcome of its last ended
+The first line says whether a scheduler leads (``topology/liveness.py``). Then, when each
+schedule fires, whether it is paused, its last fire, the outcome of its last ended
 run, its last success and failure, its next fire, its runs retrying now and its records in
 the failed queue. The history comes from the monitor's status fold (``<ns>_status``) and the
 events the stream got after it; without a fold (no monitor running) the whole stream is
@@ -30,6 +31,7 @@ from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.history.snapshot import current_status
 from warren_cron.history.status import StatusFold
+from warren_cron.liveness import SchedulerView, scheduler_view
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.control import Pause, read_pauses
@@ -71,8 +73,9 @@ def table(rows: list[StatusRow], now: datetime) -> str:
     """Rows as an aligned text table, times relative to ``now``."""
     cells = [HEAD]
     for r in rows:
-        times = (r.last_fire_at, r.last_success_at, r.last_failure_at, r.next_fire_at)
-        fire, success, failure, next_fire = (relative(t, now) for t in times)
+        times = (r.last_fire_at, r.last_success_at, r.last_failure_at)
+        fire, success, failure = (relative(t, now) for t in times)
+        next_fire = r.next_fire_text(now)
         outcome = r.last_outcome or "-"
         counts = (str(r.retrying), str(r.failed_records))
         paused = "yes" if r.paused else "no"
@@ -82,16 +85,21 @@ def table(rows: list[StatusRow], now: datetime) -> str:
     return aligned(cells)
 
 
-async def gather(settings: CronSettings) -> tuple[StatusFold, bool, dict[str, Pause]]:
-    """The history's fold (and whether a monitor's fold was its start) and the pauses."""
+async def gather(
+    settings: CronSettings,
+) -> tuple[StatusFold, bool, dict[str, Pause], SchedulerView]:
+    """The history's fold (and whether a monitor's fold was its start), the pauses, and
+    what the leader queue and the beats say of the schedulers."""
     names = Names(settings.namespace)
     connection = await connect(settings, "warren-status-script", log_outages=False)
     async with connection:
-        # Both are reads to a stream's end; side by side, their waits overlap.
-        (fold, stored), pauses = await asyncio.gather(
-            current_status(connection, names), read_pauses(connection, names)
+        # All are reads to a stream's end; side by side, their waits overlap.
+        (fold, stored), pauses, view = await asyncio.gather(
+            current_status(connection, names),
+            read_pauses(connection, names),
+            scheduler_view(connection, names, utcnow()),
         )
-    return fold, stored, pauses
+    return fold, stored, pauses, view
 
 
 def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, ScheduleSet]:
@@ -122,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
 
 async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:
     """Read the status and print it."""
-    fold, stored, pauses = await gather(settings)
+    fold, stored, pauses, view = await gather(settings)
     if not stored:
         print(NO_FOLD, file=sys.stderr)
     now = utcnow()
+    if not as_json:
+        print(view.line())
     show(status_rows(schedules, fold, pauses, now), as_json, now)
     return EXIT_OK

@@ -29,9 +29,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line: everything else is configured with CRON_* variables."""
     return process_parser(
         "warren monitor",
-        "Log one line and alert (CRON_ALERT_WEBHOOK_URL) per failed task, grouped and rate "
-        "limited; alert on a deep failed queue, on stalled retry queues and on schedules with "
-        "no success within their expect_success_within; keep the status fold of the history.",
+        "Log one line and alert (CRON_ALERT_*: a webhook, Slack, PagerDuty, Opsgenie, signed "
+        "events) per failed task, grouped and rate limited; alert on a deep failed queue, on "
+        "stalled retry queues, on schedules with no success within their "
+        "expect_success_within and when no scheduler leads; keep the status fold of the history.",
         check="validate settings, then exit",
     ).parse_args(argv)
 

@@ -1,4 +1,4 @@
-"""Alerts: grouped into digests, rate limited, and retried while the webhook is down.
+"""Alerts: grouped into digests, rate limited, and retried while a target is down.
 
 Consuming never waits for the webhook: a failure is added to the pending digest in memory (a
 few counters and a handful of samples, however long the outage) and the sender posts it when
@@ -14,15 +14,18 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import orjson
 import structlog
 
+from warren_cron.errors import SecretUnavailable
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.records import FailedRecord
 from warren_cron.runtime.metrics import ALERTS
+
+if TYPE_CHECKING:
+    from warren_cron.monitor.targets import Request, Target
 
 log = structlog.get_logger("monitor")
 #: Failures listed one by one in an alert; the rest are counted.
@@ -141,17 +144,19 @@ class Digest:
 
 
 class AlertSender:
-    """Posts digests to the webhook, at most one per minimum interval, retrying failures."""
+    """Posts digests to one target, at most one per minimum interval, retrying failures."""
 
     def __init__(
         self,
         settings: MonitorSettings,
         session: aiohttp.ClientSession,
+        target: Target,
         *,
         retry_base_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self.target = target
         self.pending = Digest()
         self.sent = 0
         self._session = session
@@ -163,15 +168,13 @@ class AlertSender:
 
     def failure(self, record: FailedRecord) -> None:
         """Queue a failure for the next alert; never waits."""
-        if self.settings.webhook is not None:
-            self.pending.add_failure(record, self._clock())
-            self._wake.set()
+        self.pending.add_failure(record, self._clock())
+        self._wake.set()
 
     def condition(self, change: Condition) -> None:
         """Queue a condition change for the next alert; never waits."""
-        if self.settings.webhook is not None:
-            self.pending.add_condition(change, self._clock())
-            self._wake.set()
+        self.pending.add_condition(change, self._clock())
+        self._wake.set()
 
     async def run(self) -> None:
         """Send pending digests until cancelled."""
@@ -205,35 +208,33 @@ class AlertSender:
         self._backoff = min(self._backoff * 2, MAX_BACKOFF_SECONDS)
 
     async def _post(self, digest: Digest) -> bool:
-        url = self.settings.webhook
-        assert url is not None
+        target = self.target
+        where = {"target": target.kind, "url": target.safe, "failures": digest.failures}
         try:
-            status = await self._send(url, orjson.dumps(digest.body(self.settings.namespace)))
-        except (aiohttp.ClientError, TimeoutError) as error:
-            log.warning(
-                "alert not delivered; retrying",
-                webhook=self.settings.safe_webhook,
-                error=repr(error),
-                failures=digest.failures,
+            for request in target.requests(digest, self.settings.namespace):
+                status = await self._send(request)
+                if not 200 <= status < 300:
+                    log.warning("alert refused by its target; retrying", status=status, **where)
+                    return False
+        except SecretUnavailable as error:
+            # The error names the reference (env NAME, file path), never the value.
+            log.error(  # noqa: TRY400 - a missing secret has no traceback worth showing
+                "alert not sent: its secret cannot be read; retrying", error=str(error), **where
             )
             return False
-        if not 200 <= status < 300:
-            log.warning(
-                "alert refused by the webhook; retrying",
-                status=status,
-                webhook=self.settings.safe_webhook,
-                failures=digest.failures,
-            )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            log.warning("alert not delivered; retrying", error=type(error).__name__, **where)
             return False
         self.sent += 1
-        ALERTS.labels(kind="webhook").inc()
+        ALERTS.labels(kind=target.kind).inc()
         return True
 
-    async def _send(self, url: str, body: bytes) -> int:
+    async def _send(self, request: Request) -> int:
+        # The answer is read and dropped: a hostile target may echo the secret back.
         async with self._session.post(
-            url,
-            data=body,
-            headers={"Content-Type": "application/json"},
+            request.url,
+            data=request.body,
+            headers=dict(request.headers),
             allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=self.settings.alert_timeout_seconds),
         ) as response:
@@ -242,12 +243,13 @@ class AlertSender:
 
     async def flush(self) -> None:
         """On shutdown, try once to send what is pending; log what could not be sent."""
-        if self.pending.empty or self.settings.webhook is None:
+        if self.pending.empty:
             return
         digest = self.pending
         if not await self._post(digest):
             log.error(
                 "alert lost at shutdown",
+                target=self.target.kind,
                 failures=digest.failures,
                 conditions=list(digest.conditions),
             )

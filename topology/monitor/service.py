@@ -24,7 +24,9 @@ from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
+from warren_cron.monitor.configured import configured_targets
 from warren_cron.monitor.dashboard import Dashboard
+from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.silence import SuccessWatch
 from warren_cron.monitor.status import StatusKeeper
@@ -63,12 +65,16 @@ class Monitor:
         self.watch = QueueWatch(settings, plans, clock)
         self.keeper = StatusKeeper(settings, [s.name for s in schedules])
         self.silence = SuccessWatch(schedules, self.keeper)
+        self.schedulers = SchedulerWatch(settings, clock)
         #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
         self.dashboard: Dashboard | None = None
         if settings.dashboard_port:
             watched = self.watch
-            self.dashboard = Dashboard(settings, schedules, self.keeper, lambda: watched.plan_keys)
-        self.sender: AlertSender | None = None
+            self.dashboard = Dashboard(
+                settings, schedules, self.keeper, lambda: watched.plan_keys, self.schedulers
+            )
+        #: One sender per configured alert target (none: alerts are only logged).
+        self.senders: list[AlertSender] = []
         self._retry_base = retry_base_seconds
         self._stop = asyncio.Event()
         self._connection: AbstractRobustConnection | None = None
@@ -90,37 +96,41 @@ class Monitor:
             # The alert webhook is the operator's own: a proxy in the environment is honoured.
             session = aiohttp.ClientSession(trust_env=True)
             stack.push_async_callback(session.close)
-            sender = AlertSender(self.settings, session, retry_base_seconds=self._retry_base)
-            self.sender = sender
-            await self._serve(connection, sender)
+            self.senders = [
+                AlertSender(self.settings, session, target, retry_base_seconds=self._retry_base)
+                for target in configured_targets(self.settings)
+            ]
+            await self._serve(connection)
         log.info("monitor stopped")
 
-    async def _serve(self, connection: AbstractRobustConnection, sender: AlertSender) -> None:
+    async def _serve(self, connection: AbstractRobustConnection) -> None:
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=PREFETCH)
         settings = self.settings
         topology = await declare_topology(channel, self.names, settings)
         await self.keeper.start(connection)
+        await self.schedulers.start(connection)
         tag = await topology.monitor.consume(self._on_message)
         if self.dashboard is not None:
             await self.dashboard.start(connection)
         background = [
-            asyncio.create_task(sender.run()),
+            *(asyncio.create_task(sender.run()) for sender in self.senders),
             asyncio.create_task(self._poll(connection)),
             asyncio.create_task(self._keep_status()),
+            asyncio.create_task(self._watch_schedulers(connection)),
         ]
         self.ready.set()
         log.info(
             "monitor started",
             queue=topology.monitor.name,
-            webhook=settings.safe_webhook,
+            alert_targets=[f"{s.target.kind} {s.target.safe}" for s in self.senders],
             threshold=settings.failed_alert_threshold,
         )
         await self._stop.wait()
         await topology.monitor.cancel(tag)
-        await self._finish(background, sender)
+        await self._finish(background)
 
-    async def _finish(self, background: list[asyncio.Task[None]], sender: AlertSender) -> None:
+    async def _finish(self, background: list[asyncio.Task[None]]) -> None:
         if self.dashboard is not None:
             await self.dashboard.stop()
         # Before the cancels: a broker call cancelled half-way can cost the connection.
@@ -132,7 +142,7 @@ class Monitor:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
-        await sender.flush()
+        await asyncio.gather(*(sender.flush() for sender in self.senders))
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         try:
@@ -151,8 +161,8 @@ class Monitor:
 
     def _report_failure(self, record: FailedRecord) -> None:
         log.error("task failed", **record.summary())
-        assert self.sender is not None
-        self.sender.failure(record)
+        for sender in self.senders:
+            sender.failure(record)
 
     async def _poll(self, connection: AbstractRobustConnection) -> None:
         while not self._stop.is_set():
@@ -165,6 +175,19 @@ class Monitor:
             except BROKER_TROUBLE as error:
                 log.warning("queue check failed; trying again next interval", error=repr(error))
             await self._idle(self.settings.monitor_interval_seconds)
+
+    async def _watch_schedulers(self, connection: AbstractRobustConnection) -> None:
+        # Often enough that the alert comes within a quarter of its delay after it is due.
+        every = min(
+            self.settings.monitor_interval_seconds, self.settings.scheduler_down_seconds / 4
+        )
+        while not self._stop.is_set():
+            try:
+                for change in await self.schedulers.check(connection, utcnow()):
+                    self._report_condition(change)
+            except BROKER_TROUBLE as error:
+                log.warning("scheduler check failed; trying again", error=repr(error))
+            await self._idle(every)
 
     async def _keep_status(self) -> None:
         while not self._stop.is_set():
@@ -185,5 +208,5 @@ class Monitor:
             log.error("alert", condition=change.key, detail=change.detail)
         else:
             log.info("resolved", condition=change.key, detail=change.detail)
-        assert self.sender is not None
-        self.sender.condition(change)
+        for sender in self.senders:
+            sender.condition(change)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field, HttpUrl, SecretStr
+from typing import Annotated, Literal
+
+from pydantic import Field, HttpUrl, SecretStr, model_validator
 
 from warren_cron.runtime.settings import CronSettings
+
+#: A secret named, never given: ``env:NAME`` (a variable of the monitor) or ``file:/path``.
+SecretReference = Annotated[
+    str,
+    Field(
+        pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:/.+)$",
+        description="env:NAME or file:/path",
+    ),
+]
 
 
 class MonitorSettings(CronSettings):
@@ -14,6 +25,46 @@ class MonitorSettings(CronSettings):
         None,
         description="Where alerts are POSTed as JSON with a chat 'text' line; none: log only.",
         repr=False,
+    )
+    alert_slack_webhook_url: HttpUrl | None = Field(
+        None,
+        description="A Slack incoming webhook: alerts as Slack messages (text and blocks).",
+        repr=False,
+    )
+    alert_pagerduty_routing_key: SecretReference | None = Field(
+        None,
+        description="PagerDuty Events API v2 routing key, by reference (env:NAME or "
+        "file:/path): conditions trigger and resolve incidents, failures trigger one.",
+    )
+    alert_pagerduty_url: HttpUrl = Field(
+        HttpUrl("https://events.pagerduty.com/v2/enqueue"),
+        description="PagerDuty Events API v2 endpoint.",
+    )
+    alert_pagerduty_severity: Literal["critical", "error", "warning", "info"] = Field(
+        "error", description="Severity of PagerDuty events (scheduler.down is always critical)."
+    )
+    alert_opsgenie_api_key: SecretReference | None = Field(
+        None,
+        description="Opsgenie API integration key, by reference (env:NAME or file:/path): "
+        "alerts created and closed by alias.",
+    )
+    alert_opsgenie_url: HttpUrl = Field(
+        HttpUrl("https://api.opsgenie.com"),
+        description="Opsgenie API base URL (https://api.eu.opsgenie.com for EU accounts).",
+    )
+    alert_opsgenie_priority: Literal["P1", "P2", "P3", "P4", "P5"] = Field(
+        "P3", description="Priority of Opsgenie alerts (scheduler.down is always P1)."
+    )
+    alert_events_url: HttpUrl | None = Field(
+        None,
+        description="Where signed events (run.failed, schedule.missed, scheduler.down, "
+        "failed_queue.threshold) are POSTed; needs CRON_ALERT_EVENTS_SECRET.",
+        repr=False,
+    )
+    alert_events_secret: SecretReference | None = Field(
+        None,
+        description="Signing secret of the event webhook, by reference (env:NAME or "
+        "file:/path); X-Cron-Signature as on http tasks.",
     )
     alert_min_interval_seconds: float = Field(
         60.0,
@@ -36,6 +87,19 @@ class MonitorSettings(CronSettings):
     )
     failed_alert_threshold: int = Field(
         5, ge=0, description="Alert while the failed queue holds more messages than this."
+    )
+    scheduler_down_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Alert scheduler.down when no scheduler has led (held the leader queue "
+        "and beaten) for this long.",
+    )
+    scheduler_lag_alert_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Alert scheduler.down too when the leader is this far behind its fires.",
     )
     stalled_margin_seconds: float = Field(
         60.0, ge=0, description="A retry queue head older than its TTL plus this is stalled."
@@ -75,13 +139,11 @@ class MonitorSettings(CronSettings):
         "failures and its own actions show at once).",
     )
 
-    @property
-    def webhook(self) -> str | None:
-        """The webhook URL as a string (it may hold a token: never log it)."""
-        return None if self.alert_webhook_url is None else str(self.alert_webhook_url)
-
-    @property
-    def safe_webhook(self) -> str | None:
-        """Scheme and host of the webhook, for logs: chat webhooks carry their token in the path."""
-        url = self.alert_webhook_url
-        return None if url is None else f"{url.scheme}://{url.host}/..."
+    @model_validator(mode="after")
+    def _events_are_signed(self) -> MonitorSettings:
+        if self.alert_events_url is not None and self.alert_events_secret is None:
+            raise ValueError(
+                "CRON_ALERT_EVENTS_URL needs CRON_ALERT_EVENTS_SECRET (env:NAME or file:/path): "
+                "events are always signed"
+            )
+        return self

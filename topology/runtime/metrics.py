@@ -33,7 +33,14 @@ FIRE_LAG = Histogram(
 )
 MISSED_FIRES = Counter("cron_missed_fires", "Fires skipped by the catch-up policy.", ["schedule"])
 FIRES = Counter("cron_fires", "Fires published and confirmed.", ["schedule"])
-LEADER = Gauge("cron_scheduler_leader", "1 while this scheduler holds leadership.")
+LEADING = Gauge("cron_scheduler_leading", "1 while this scheduler leads, 0 standing by.")
+SCHEDULERS = Gauge(
+    "cron_schedulers", "Schedulers beating, by role, as the monitor sees them.", ["role"]
+)
+SCHEDULER_LAG = Gauge(
+    "cron_scheduler_lag_seconds",
+    "How far the leading scheduler is behind its fires, from its beats (monitor).",
+)
 QUEUE_DEPTH = Gauge(
     "cron_queue_depth", "Ready messages per queue, polled by the monitor.", ["queue"]
 )

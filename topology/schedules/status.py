@@ -7,14 +7,19 @@ two faces.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from warren_cron.clock import utc_text
+from warren_cron.durations import relative
 from warren_cron.history.status import ScheduleState, StatusFold
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.load import ScheduleSet
 from warren_cron.schedules.schedule import Schedule
+
+#: A fire not seen in the history this long after it was due is overdue: fires reach the
+#: history in the background, a second or two after they are published.
+OVERDUE_GRACE = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,14 @@ class StatusRow:
     retrying: int
     failed_records: int
     expect_success_within: str | None
+    #: When the fire after the last one was due, if that is long past and it never came.
+    overdue_since: datetime | None = None
+
+    def next_fire_text(self, now: datetime) -> str:
+        """``in 4s``, or ``overdue 3m`` when nothing fired since a fire was due."""
+        if self.overdue_since is not None:
+            return f"overdue {relative(self.overdue_since, now).removesuffix(' ago')}"
+        return relative(self.next_fire_at, now)
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON values, times as ``2026-01-31T02:30:00Z``."""
@@ -56,6 +69,17 @@ def upcoming_fire(schedule: Schedule, paused: bool, now: datetime) -> datetime |
     return None if paused else schedule.next_fire(now)
 
 
+def overdue_since(
+    schedule: Schedule, state: ScheduleState, paused: bool, now: datetime
+) -> datetime | None:
+    """When the fire after the schedule's last one was due, if that is past the grace and
+    none came (no scheduler leads, or it is stuck); None otherwise."""
+    if paused or not schedule.spec.enabled or state.last_fire_at is None:
+        return None
+    due = schedule.next_fire(state.last_fire_at)
+    return due if due is not None and due < now - OVERDUE_GRACE else None
+
+
 def status_row(
     schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
 ) -> StatusRow:
@@ -71,6 +95,7 @@ def status_row(
         upcoming_fire(schedule, paused, now),
         *counts,
         schedule.spec.expect_success_within,
+        overdue_since(schedule, state, paused, now),
     )
 
 

@@ -31,6 +31,7 @@ from warren_cron.monitor.dashboard.offsets import OffsetIndex
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
+from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
@@ -48,6 +49,7 @@ class Dashboard:
         schedules: Sequence[Schedule],
         keeper: StatusKeeper,
         plan_keys: Callable[[], set[str]],
+        schedulers: SchedulerWatch | None = None,
     ) -> None:
         self.settings = settings
         self.names = Names(settings.namespace)
@@ -55,6 +57,8 @@ class Dashboard:
         self.by_name = {schedule.name: schedule for schedule in schedules}
         self.keeper = keeper
         self.plan_keys = plan_keys
+        #: The monitor's scheduler liveness watch, when the dashboard runs in a monitor.
+        self.schedulers = schedulers
         self.activity = Activity()
         self.recent = RecentRuns()
         self.offsets = OffsetIndex()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from aiohttp import web
 
 from warren_cron.broker.depths import queue_rows
 from warren_cron.clock import utcnow
+from warren_cron.liveness import SchedulerView
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.plan import format_delay
 
 
@@ -29,6 +33,7 @@ async def overview(request: web.Request) -> web.StreamResponse:
     return dashboard.page(
         request,
         "overview.html",
+        scheduler=scheduler_state(dashboard.schedulers, now),
         queues=queues,
         namespace=settings.namespace,
         ttl=lambda ms: "-" if ms is None else format_delay(ms),
@@ -45,6 +50,14 @@ async def overview(request: web.Request) -> web.StreamResponse:
         failed_records=len(dashboard.failed.records),
         failed_read_at=dashboard.failed.read_at,
     )
+
+
+def scheduler_state(watch: SchedulerWatch | None, now: datetime) -> tuple[str, bool] | None:
+    """The liveness line of the watch's latest look, as of now, and whether it is bad."""
+    if watch is None or watch.view is None:
+        return None
+    view = SchedulerView(watch.view.held, watch.beats, now)
+    return view.line(), watch.firing or not view.leading
 
 
 def add_routes(app: web.Application) -> None:

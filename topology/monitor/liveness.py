@@ -1,0 +1,110 @@
+"""The ``scheduler.down`` alert: no scheduler leads, or the leader falls behind its fires.
+
+The monitor follows ``<ns>_scheduler.beats`` live (``topology/liveness.py``) and, every few
+seconds, looks whether the leader queue is held. No leader (the queue free, or held with no
+beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
+``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
+resolves it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
+
+from warren_cron.broker.exclusive import exists
+from warren_cron.history.reader import last_offset
+from warren_cron.liveness import (
+    RECENT_BEATS,
+    Beat,
+    SchedulerView,
+    declare_beats,
+    decode_beat,
+    latest_by_scheduler,
+)
+from warren_cron.monitor.alerts import Condition
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.names import Names
+from warren_cron.runtime.metrics import SCHEDULER_LAG, SCHEDULERS
+
+#: The condition's key, and the event type of the signed event webhook.
+SCHEDULER_DOWN = "scheduler.down"
+
+
+class SchedulerWatch:
+    """Follows the beats; ``check`` returns the ``scheduler.down`` change, if any."""
+
+    def __init__(
+        self, settings: MonitorSettings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings = settings
+        self.names = Names(settings.namespace)
+        self.beats: dict[str, Beat] = {}
+        #: The latest look: what the dashboard shows. None before the first check.
+        self.view: SchedulerView | None = None
+        self._clock = clock
+        self._unhealthy_since: float | None = None
+        self._firing = False
+        self._queue: AbstractQueue | None = None
+
+    @property
+    def firing(self) -> bool:
+        """True while the ``scheduler.down`` alert is firing."""
+        return self._firing
+
+    async def start(self, connection: AbstractConnection) -> None:
+        """Follow the beat stream from its latest beats on."""
+        await declare_beats(connection, self.names)
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=100)
+        end = await last_offset(channel, self.names.beat_stream)
+        start: int | str = "next" if end is None else max(0, end.offset - RECENT_BEATS)
+        self._queue = await channel.get_queue(self.names.beat_stream, ensure=False)
+        await self._queue.consume(self._on_beat, arguments={"x-stream-offset": start})
+
+    async def _on_beat(self, message: AbstractIncomingMessage) -> None:
+        beat = decode_beat(message.body)
+        if beat is not None:
+            latest_by_scheduler([beat], self.beats)
+        await message.ack()
+
+    async def check(self, connection: AbstractConnection, now: datetime) -> list[Condition]:
+        """Look at the leader queue; the change of ``scheduler.down``, if there is one."""
+        view = SchedulerView(await exists(connection, self.names.leader_queue), self.beats, now)
+        self.view = view
+        self._gauges(view)
+        problem = self._problem(view)
+        if (problem is not None) == self._firing:
+            return []
+        self._firing = problem is not None
+        return [
+            Condition(SCHEDULER_DOWN, self._firing, problem or f"scheduler back: {view.line()}")
+        ]
+
+    def _problem(self, view: SchedulerView) -> str | None:
+        """Why the condition fires now, or None."""
+        leader, settings = view.leader, self.settings
+        if leader is not None and leader.lag_seconds > settings.scheduler_lag_alert_seconds:
+            return (
+                f"{view.line()}: fires are published {leader.lag_seconds:.0f}s late "
+                f"(threshold {settings.scheduler_lag_alert_seconds:g}s); is the broker blocking?"
+            )
+        if leader is not None:
+            self._unhealthy_since = None
+            return None
+        now = self._clock()
+        if self._unhealthy_since is None:
+            self._unhealthy_since = now
+        down_for = now - self._unhealthy_since
+        if down_for < settings.scheduler_down_seconds:
+            return None
+        return f"{view.line()} for {down_for:.0f}s; start warren scheduler"
+
+    def _gauges(self, view: SchedulerView) -> None:
+        leader = view.leader
+        SCHEDULERS.labels(role="leading").set(0 if leader is None else 1)
+        SCHEDULERS.labels(role="standby").set(len(view.standbys))
+        SCHEDULER_LAG.set(0.0 if leader is None else leader.lag_seconds)
