@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, HttpUrl, SecretStr
+from pydantic import Field, HttpUrl, SecretStr, field_validator
 
+from warren_cron.monitor.api.tokens import ApiToken, TokenTable
 from warren_cron.runtime.settings import CronSettings
 
 
@@ -74,6 +75,20 @@ class MonitorSettings(CronSettings):
         description="How often the dashboard reads the whole failed queue again (new "
         "failures and its own actions show at once).",
     )
+
+    api_tokens: list[ApiToken] = Field(
+        default_factory=list,
+        description="Bearer tokens of the HTTP API (/api/v1/, on the dashboard's port), a "
+        'JSON list: {"name": "ci", "role": "viewer", "secret": {"env": "NAME"} '
+        'or {"file": "/path"}} or "sha256": "<hex of the token>" instead of "secret"; '
+        "roles: viewer, operator, admin; none: the API refuses every call.",
+    )
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _check_tokens(cls, value: list[ApiToken]) -> list[ApiToken]:
+        TokenTable(value)  # each secret can be read, and is long enough
+        return value
 
     @property
     def webhook(self) -> str | None:

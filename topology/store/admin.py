@@ -138,6 +138,11 @@ class ScheduleAdmin:
             raise ScheduleNotFound(self._unknown(name))
         return self._stored(name, entry, self._pauses)
 
+    async def live_spec(self, name: str) -> ScheduleSpec:
+        """The spec of live schedule ``name``, read now; ``ScheduleNotFound`` if archived."""
+        await self.book.sync()
+        return self._live(name).spec
+
     async def list(self) -> list[StoredSchedule]:
         """Every runtime schedule, archived ones too, by name."""
         await asyncio.gather(self.book.sync(), self._caught_up())
