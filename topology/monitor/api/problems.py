@@ -14,6 +14,7 @@ import structlog
 from aiohttp import web
 
 from warren_cron.errors import (
+    BROKER_TROUBLE,
     InvalidSchedule,
     NameTaken,
     ScheduleNotFound,
@@ -75,6 +76,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return error.response()
     except StoreError as error:
         return store_error(error).response()
+    except BROKER_TROUBLE as error:
+        log.warning("api call failed on the broker", path=request.path, error=repr(error))
+        why = "the broker could not be reached or refused the operation: try again"
+        return ApiError(503, "broker_unavailable", why).response()
     except web.HTTPException as error:
         if error.status < 400:
             raise
