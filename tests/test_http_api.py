@@ -61,6 +61,21 @@ async def test_the_list_shows_file_and_runtime_schedules_to_a_viewer(api: Api) -
     assert (status, got["source"], got["spec"]["every"], got["history"]) == (200, "file", "1h", [])
 
 
+async def test_polling_reads_writes_nothing_to_the_store_log(api: Api) -> None:
+    """A viewer reading the list and a schedule again and again appends no marker to the
+    log: the monitor answers from the store it follows."""
+    await api.call("POST", "/schedules", json={"spec": SPEC})
+    dashboard = api.monitor.dashboard
+    assert dashboard is not None
+    book = dashboard.api.admin.book
+    offset = book.state.offset
+    for _ in range(5):
+        assert (await api.call("GET", "/schedules", role="viewer"))[0] == 200
+        assert (await api.call("GET", "/schedules/rt", role="viewer"))[0] == 200
+    await book.sync()  # one marker of the test's own: every earlier message is folded
+    assert book.state.offset == offset + 1
+
+
 @pytest.mark.parametrize("name", ["from-file", "rt"])
 async def test_an_operator_pauses_resumes_and_triggers_file_and_runtime_schedules(
     api: Api, broker: TestBroker, name: str

@@ -2,8 +2,10 @@
 the file's schedules and runtime ones alike.
 
 Reads and changes go through the same code as ``warren schedules`` (the store's
-``ScheduleAdmin``, ``topology/schedules/commands.py``). Every write is audited to the
-history stream with the token's name as ``by``.
+``ScheduleAdmin``, ``topology/schedules/commands.py``). Reads answer from the store as the
+monitor follows it live: a client polling them writes nothing to the log, and a change made
+elsewhere shows within moments. Every write is audited to the history stream with the
+token's name as ``by``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ async def list_schedules(call: Call) -> ScheduleList:
     dashboard, now = call.dashboard, utcnow()
     pauses = dashboard.keeper.pauses
     rows = [row(s, pauses.get(s.name), now) for s in dashboard.schedules]
-    stored = await dashboard.api.admin.list()
+    stored = await dashboard.api.admin.list(sync=False)
     rows += [runtime_row(item, dashboard.settings, now) for item in stored]
     return ScheduleList.model_validate({"schedules": rows})
 
@@ -54,7 +56,7 @@ async def get_schedule(call: Call) -> Schedule:
         found = row(schedule, dashboard.keeper.pauses.get(call.name), utcnow())
         return Schedule.model_validate({**found, "spec": spec_json(schedule.spec), "history": []})
     try:
-        return _detail(call, await dashboard.api.admin.get(call.name))
+        return _detail(call, await dashboard.api.admin.get(call.name, sync=False))
     except ScheduleNotFound:
         raise _unknown(call.name) from None
 
