@@ -6,6 +6,7 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import aio_pika
@@ -151,6 +152,17 @@ async def run_monitor(broker: TestBroker) -> AsyncIterator[Any]:
 
     yield start
     await monitors.stop_all(timeout=30)
+
+
+@pytest.fixture
+async def api(
+    broker: TestBroker, run_monitor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
+    """The HTTP API of a running monitor with a token of each role (tests.api), and a client."""
+    from tests.api import served_api  # it imports this module: import when used
+
+    async with served_api(broker, run_monitor, tmp_path, monkeypatch) as served:
+        yield served
 
 
 @pytest.fixture

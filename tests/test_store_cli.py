@@ -82,3 +82,29 @@ async def test_a_stale_version_or_bad_input_exits_2_saying_what_to_fix(
         ("from-file", "file", None),
         ("rt", "runtime", 2),
     ]
+
+
+async def test_pause_resume_and_trigger_take_a_runtime_schedule_too(
+    broker: TestBroker, tmp_path: Path
+) -> None:
+    """A runtime schedule is paused (list shows it), resumed and triggered like a file's;
+    an archived one is an unknown name (exit 2)."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("from-file", "1h"))
+    spec = '{"name": "rt", "every": "1h", "task": "noop"}'
+    assert (await schedules_script(broker, path, "create", stdin=spec)).returncode == 0
+    paused = await schedules_script(broker, path, "pause", "rt", "--reason", "db move")
+    assert (paused.returncode, paused.stdout) == (
+        0,
+        "paused rt: its fires are skipped until it is resumed\n",
+    ), paused.stderr
+    listed = orjson.loads((await schedules_script(broker, path, "list", "--json")).stdout)
+    assert [(r["name"], r["status"]) for r in listed] == [("from-file", "active"), ("rt", "paused")]
+    resumed = await schedules_script(broker, path, "resume", "rt")
+    assert resumed.returncode == 0 and resumed.stdout.startswith("resumed rt"), resumed.stderr
+    fired = await schedules_script(broker, path, "trigger", "rt")
+    assert fired.returncode == 0 and fired.stdout.startswith("rt"), fired.stderr
+    await broker.wait_depth(broker.names.main_queue, 1)
+    assert (await schedules_script(broker, path, "archive", "rt")).returncode == 0
+    gone = await schedules_script(broker, path, "trigger", "rt")
+    assert gone.returncode == 2 and "no schedule 'rt'" in gone.stderr

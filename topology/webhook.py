@@ -6,7 +6,7 @@ worker checks every message's payload again before it calls anything: both use t
 A header value, and the payload's ``signing_secret``, may be a reference instead of the
 secret itself: ``{"env": "NAME"}`` or ``{"file": "/run/secrets/name"}``. Only the reference
 travels in messages, failure records and history; the worker reads the secret when the
-attempt runs (``worker.secrets``).
+attempt runs (``topology/secret_sources.py``).
 """
 
 from __future__ import annotations

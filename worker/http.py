@@ -27,12 +27,12 @@ from yarl import URL
 
 from warren_cron.errors import PermanentError, RetryableError
 from warren_cron.redaction import MIN_PART, Scrubber, header_secrets, sensitive_header
+from warren_cron.secret_sources import SecretSources
 from warren_cron.signing import SIGNATURE_HEADER, sign
 from warren_cron.webhook import HttpRequest, SecretRef, parse_request
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.destinations import DestinationPolicy
 from warren_cron.worker.resolver import PolicyResolver
-from warren_cron.worker.secrets import SecretSources
 from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("warren_cron.worker.http")

@@ -4,8 +4,8 @@ runtime schedules: ``create|update|archive|get`` (``topology/cli/schedules_store
 ``pause`` and ``resume`` append a command to the stream ``<ns>_control``, the durable pause
 state, which whichever scheduler leads applies within a second, through restarts and
 failover; ``trigger`` publishes one run now, as the scheduler would, paused or not. Each
-writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE and, for
-``list``, from the broker's store too. Exit codes: 0 done (or nothing to do), 2 usage error,
+writes its event to the history stream. Schedules come from CRON_SCHEDULES_FILE and the
+broker's store of runtime schedules. Exit codes: 0 done (or nothing to do), 2 usage error,
 unknown schedule or refused change, 3 broker trouble.
 """
 
@@ -25,10 +25,7 @@ from warren_cron.broker.connect import connect
 from warren_cron.cli import schedules_store as store
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from warren_cron.clock import utc_text, utcnow
-from warren_cron.errors import (
-    ScheduleError,
-    SettingsError,
-)
+from warren_cron.errors import ScheduleError, ScheduleNotFound, SettingsError
 from warren_cron.history.events import who
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.names import Names
@@ -37,7 +34,7 @@ from warren_cron.schedules import commands
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
-from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.schedule import Schedule, build_schedule
 from warren_cron.schedules.status import upcoming_fire
 from warren_cron.store.admin import pause_fields
 
@@ -54,14 +51,21 @@ class Context:
         self.schedules = schedules
         self.names = Names(settings.namespace)
 
-    def pick(self, name: str) -> Schedule:
-        """The schedule called ``name``, or a usage error listing the known ones."""
+    async def resolve(self, name: str, connection: AbstractConnection) -> Schedule:
+        """The file's schedule ``name``, else the live runtime one; else a usage error."""
         schedule = self.schedules.get(name)
-        if schedule is None:
+        if schedule is not None:
+            return schedule
+        admin = await store.started(self.settings, connection)
+        try:
+            return build_schedule(await admin.live_spec(name), self.settings)
+        except ScheduleNotFound:
             raise UsageError(
-                f"no schedule {name!r} in {self.schedules.source}; known: {known(self.schedules)}"
-            )
-        return schedule
+                f"no schedule {name!r} in {self.schedules.source} nor a live runtime one "
+                f"(warren schedules list shows them); known: {known(self.schedules)}"
+            ) from None
+        finally:
+            await admin.close()
 
     @asynccontextmanager
     async def broker(self) -> AsyncIterator[tuple[AbstractConnection, HistoryPublisher]]:
@@ -88,8 +92,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line of the script."""
     parser = argparse.ArgumentParser(
         prog="warren schedules",
-        description="List, trigger, pause and resume the schedules of CRON_SCHEDULES_FILE; "
-        "create, update, archive and get runtime schedules, kept by the broker.",
+        description="List, trigger, pause and resume schedules (of CRON_SCHEDULES_FILE or "
+        "runtime ones); create, update, archive and get runtime schedules, kept by the broker.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = sub.add_parser("list", help="each schedule (file and runtime), its next fire, status")
@@ -113,16 +117,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def validate(args: argparse.Namespace, context: Context) -> None:
     """Check the command line before connecting, so usage errors exit 2 at once."""
-    if args.command in ("trigger", "pause", "resume"):
-        context.pick(args.name)
     if args.command == "pause" and not args.reason.strip():
         raise UsageError("--reason must say why the schedule is paused")
 
 
 async def cmd_trigger(context: Context, args: argparse.Namespace) -> int:
     """Publish one run of the schedule now, with its envelope and plan."""
-    schedule = context.pick(args.name)
     async with context.broker() as (connection, history):
+        schedule = await context.resolve(args.name, connection)
         run_id = await commands.trigger(connection, context.settings, schedule, history, who())
     print(run_id)
     return EXIT_OK
@@ -130,8 +132,8 @@ async def cmd_trigger(context: Context, args: argparse.Namespace) -> int:
 
 async def cmd_pause(context: Context, args: argparse.Namespace) -> int:
     """Pause the schedule, unless it is paused already."""
-    name = context.pick(args.name).name
     async with context.broker() as (connection, history):
+        name = (await context.resolve(args.name, connection)).name
         already = await commands.pause(
             connection, context.names, name, history, who(), args.reason.strip()
         )
@@ -144,8 +146,8 @@ async def cmd_pause(context: Context, args: argparse.Namespace) -> int:
 
 async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
     """Resume the schedule, unless it is not paused."""
-    schedule = context.pick(args.name)
     async with context.broker() as (connection, history):
+        schedule = await context.resolve(args.name, connection)
         resumed = await commands.resume(
             connection, context.names, schedule.name, history, who(), catch_up=args.catch_up
         )

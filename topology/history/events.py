@@ -15,6 +15,7 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `purged`    | `by`, `reason`                                                                |
 | `paused`    | `by`, `reason`                                                                |
 | `resumed`   | `by`, `catch_up`, `reason`                                                    |
+| `changed`   | `by`, `change` (create, update, archive), `version`, `reason`                 |
 | `dropped`   | `count`, `process`, `host`, `pid`, `since`, `until`                           |
 
 ``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
@@ -53,6 +54,7 @@ EventType = Literal[
     "purged",
     "paused",
     "resumed",
+    "changed",
     "dropped",
 ]
 TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, HttpUrl, SecretStr, model_validator
+from pydantic import Field, HttpUrl, SecretStr, field_validator, model_validator
 
+from warren_cron.monitor.api.tokens import ApiToken, TokenTable
 from warren_cron.runtime.settings import CronSettings
 
 #: A secret named, never given: ``env:NAME`` (a variable of the monitor) or ``file:/path``.
@@ -147,3 +148,17 @@ class MonitorSettings(CronSettings):
                 "events are always signed"
             )
         return self
+
+    api_tokens: list[ApiToken] = Field(
+        default_factory=list,
+        description="Bearer tokens of the HTTP API (/api/v1/, on the dashboard's port), a "
+        'JSON list: {"name": "ci", "role": "viewer", "secret": {"env": "NAME"} '
+        'or {"file": "/path"}} or "sha256": "<hex of the token>" instead of "secret"; '
+        "roles: viewer, operator, admin; none: the API refuses every call.",
+    )
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _check_tokens(cls, value: list[ApiToken]) -> list[ApiToken]:
+        TokenTable(value)  # each secret can be read, and is long enough
+        return value

@@ -49,6 +49,16 @@ class RetrySpec(BaseModel):
         )
 
 
+def check_name(value: str) -> str:
+    """``value`` when it can name a schedule; else ValueError saying what a name is."""
+    if not (0 < len(value) <= 100 and set(value) <= _NAME_CHARS and value[0].isalnum()):
+        raise ValueError(
+            f"{value[:100]!r}: use 1-100 letters, digits, '_', '.' or '-', starting with a "
+            "letter or digit (the name is part of run ids and queue names)"
+        )
+    return value
+
+
 class ScheduleSpec(BaseModel):
     """One ``[[schedule]]`` table as written in the file."""
 
@@ -74,12 +84,7 @@ class ScheduleSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not (0 < len(value) <= 100 and set(value) <= _NAME_CHARS and value[0].isalnum()):
-            raise ValueError(
-                f"{value!r}: use 1-100 letters, digits, '_', '.' or '-', starting with a "
-                "letter or digit (the name is part of run ids and queue names)"
-            )
-        return value
+        return check_name(value)
 
     @field_validator("cron")
     @classmethod

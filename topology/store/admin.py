@@ -130,19 +130,30 @@ class ScheduleAdmin:
         entry = self._live(name)
         return await self._write("archive", name, version or entry.version, by, reason, None)
 
-    async def get(self, name: str) -> StoredSchedule:
-        """Schedule ``name`` as it stands now; ``ScheduleNotFound`` if it never existed."""
-        await asyncio.gather(self.book.sync(), self._caught_up())
+    async def get(self, name: str, *, sync: bool = True) -> StoredSchedule:
+        """Schedule ``name`` as it stands now; ``ScheduleNotFound`` if it never existed.
+        ``sync=False``: as the log followed so far (a long-lived reader, such as the
+        monitor's API, reads without appending a marker to the log on every read)."""
+        await asyncio.gather(self._synced(sync), self._caught_up())
         entry = self.book.state.entries.get(name)
         if entry is None:
             raise ScheduleNotFound(self._unknown(name))
         return self._stored(name, entry, self._pauses)
 
-    async def list(self) -> list[StoredSchedule]:
-        """Every runtime schedule, archived ones too, by name."""
-        await asyncio.gather(self.book.sync(), self._caught_up())
+    async def live_spec(self, name: str) -> ScheduleSpec:
+        """The spec of live schedule ``name``, read now; ``ScheduleNotFound`` if archived."""
+        await self.book.sync()
+        return self._live(name).spec
+
+    async def list(self, *, sync: bool = True) -> list[StoredSchedule]:
+        """Every runtime schedule, archived ones too, by name (``sync`` as for ``get``)."""
+        await asyncio.gather(self._synced(sync), self._caught_up())
         entries = self.book.state.entries
         return [self._stored(name, entries[name], self._pauses) for name in sorted(entries)]
+
+    async def _synced(self, sync: bool) -> None:
+        if sync:
+            await self.book.sync()
 
     async def close(self) -> None:
         """Stop following the store and the pauses."""

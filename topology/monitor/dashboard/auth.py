@@ -14,8 +14,9 @@ import hashlib
 import hmac
 import math
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -25,6 +26,7 @@ from warren_cron.monitor.dashboard.throttle import LoginThrottle
 COOKIE = "warren_session"
 #: Sessions kept at once; the oldest is forgotten first (its user logs in again).
 MAX_SESSIONS = 1000
+T = TypeVar("T")
 READ_ONLY = "the dashboard is read-only: set CRON_DASHBOARD_TOKEN on the monitor to allow actions"
 
 
@@ -66,15 +68,25 @@ class Auth:
         return self.token is None
 
     def _token_ok(self, given: str, address: str) -> bool:
-        """Whether ``given`` is the token; ``Refused`` (429) while ``address`` is locked out
-        for sending wrong ones, whatever it sends."""
+        """Whether ``given`` is the token (see ``checked``)."""
+        token = self.token
+
+        def right() -> bool | None:
+            matches = token is not None and hmac.compare_digest(given.encode(), token.encode())
+            return True if matches else None
+
+        return self.checked(address, right) is not None
+
+    def checked(self, address: str, check: Callable[[], T | None]) -> T | None:
+        """What ``check`` finds for a token sent by ``address`` (None: a wrong one, counted);
+        ``Refused`` (429) while ``address`` is locked out for wrong ones, whatever it sends."""
         wait = math.ceil(self.throttle.wait(address))
         if wait > 0:
             why = f"too many wrong tokens from {address}: try again in {wait} s"
             raise Refused(why, status=429, headers={"Retry-After": str(wait)})
-        right = self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
-        (self.throttle.succeeded if right else self.throttle.failed)(address)
-        return right
+        found = check()
+        (self.throttle.failed if found is None else self.throttle.succeeded)(address)
+        return found
 
     def login(self, name: str, token: str, address: str) -> str | None:
         """A new session id for ``name`` when ``token`` is right; None otherwise."""

@@ -22,6 +22,7 @@ from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.monitor.api.state import ApiState
 from warren_cron.monitor.dashboard import pages
 from warren_cron.monitor.dashboard.activity import DAY, Activity
 from warren_cron.monitor.dashboard.app import create_app
@@ -68,6 +69,7 @@ class Dashboard:
             settings.dashboard_login_failures, settings.dashboard_lockout_seconds
         )
         self.auth = Auth(None if token is None else token.get_secret_value(), throttle)
+        self.api = ApiState(settings)
         self.notes = Notes()
         self.env = environment()
         self.url: str | None = None
@@ -113,6 +115,7 @@ class Dashboard:
         follower = StreamFollower(self.names.history_stream, self._on_history, since=since)
         self._follower = follower
         await follower.start(connection)
+        await self.api.start(connection)
         self._tasks.append(asyncio.create_task(self.failed.run(connection, self._stop)))
         self._runner = web.AppRunner(create_app(pages.ROUTES), access_log=None)
         self._runner.app[pages.DASHBOARD] = self
@@ -140,5 +143,6 @@ class Dashboard:
         with contextlib.suppress(*BROKER_TROUBLE):
             if self._follower is not None:
                 await self._follower.stop()
+            await self.api.close()
             if self._history is not None:
                 await self._history.close()

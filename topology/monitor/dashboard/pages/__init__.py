@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from warren_cron.monitor.api import serve as api
 from warren_cron.monitor.dashboard.app import Routes
 from warren_cron.monitor.dashboard.pages import failed, login, overview, runs, schedules
 from warren_cron.monitor.dashboard.pages.common import DASHBOARD
@@ -12,6 +13,7 @@ ROUTES: list[Routes] = [
     runs.add_routes,
     failed.add_routes,
     login.add_routes,
+    api.add_routes,
 ]
 
 __all__ = ["DASHBOARD", "ROUTES"]

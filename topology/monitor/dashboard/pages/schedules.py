@@ -45,7 +45,8 @@ def _schedule(dashboard: Dashboard, request: web.Request) -> Schedule:
     return schedule
 
 
-async def _followed(dashboard: Dashboard, done: Callable[[], bool]) -> None:
+async def followed(dashboard: Dashboard, done: Callable[[], bool]) -> None:
+    """Wait (a few seconds at most) until the monitor followed its own pause or resume."""
     changed = dashboard.keeper.control_changed
     deadline = time.monotonic() + FOLLOW_SECONDS
     while True:
@@ -88,7 +89,7 @@ async def pause(request: web.Request) -> web.StreamResponse:
         )
         if already is not None:
             return f"{schedule.name} was paused already: {commands.describe(already)}"
-        await _followed(dashboard, lambda: schedule.name in dashboard.keeper.pauses)
+        await followed(dashboard, lambda: schedule.name in dashboard.keeper.pauses)
         return f"paused {schedule.name}: its fires are skipped until it is resumed"
 
     return await act(request, "pause", perform, "/schedules")
@@ -112,7 +113,7 @@ async def resume(request: web.Request) -> web.StreamResponse:
         )
         if not resumed:
             return f"{schedule.name} was not paused: nothing sent"
-        await _followed(dashboard, lambda: schedule.name not in dashboard.keeper.pauses)
+        await followed(dashboard, lambda: schedule.name not in dashboard.keeper.pauses)
         missed = "published under its catch_up policy" if catch_up else "not run"
         return f"resumed {schedule.name}: fires missed while paused are {missed}"
 

@@ -4,7 +4,8 @@ A reference comes from whoever can publish a task, so it may name only what the 
 opened to tasks: environment variables listed in ``CRON_HTTP_SECRET_ENV`` and files under
 ``CRON_HTTP_SECRET_DIR``. Otherwise a publisher could send the worker's own credentials (the
 broker URL, a cloud key) to a URL of its choosing. Secrets are read on every attempt, so a
-rotated file takes effect without a restart.
+rotated file takes effect without a restart. The monitor reads its API tokens the same way,
+from the variables and files its operator names.
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+"""The API's routes on the dashboard's application: every endpoint of the table, the OpenAPI
+document, and JSON errors under ``/api/``."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from aiohttp import web
+
+from warren_cron.monitor.api import schedules
+from warren_cron.monitor.api.openapi import document
+from warren_cron.monitor.api.problems import json_errors
+from warren_cron.monitor.api.routes import Call, Endpoint, add_endpoints
+
+
+async def openapi(call: Call) -> dict[str, Any]:
+    """This document: every endpoint, its role, body, answer and errors."""
+    return _document()
+
+
+#: Every endpoint of the API; a new group of endpoints adds its table here.
+ENDPOINTS: list[Endpoint] = [
+    Endpoint("GET", "/openapi.json", openapi, None, None),
+    *schedules.ENDPOINTS,
+]
+
+
+@cache
+def _document() -> dict[str, Any]:
+    return document(ENDPOINTS)
+
+
+def add_routes(app: web.Application) -> None:
+    """The API's endpoints, and its errors as JSON."""
+    app.middlewares.append(json_errors)
+    add_endpoints(app, ENDPOINTS)

@@ -1,0 +1,38 @@
+"""What the API keeps beside the dashboard: its tokens, and the runtime schedules it reads
+and changes (a ``ScheduleAdmin`` following the store live)."""
+
+from __future__ import annotations
+
+from aio_pika.abc import AbstractConnection
+
+from warren_cron.monitor.api.tokens import Caller, TokenTable
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.store.admin import ScheduleAdmin
+
+
+class ApiState:
+    """The API's tokens and store; the store is read only when tokens are configured."""
+
+    def __init__(self, settings: MonitorSettings) -> None:
+        self.tokens = TokenTable(settings.api_tokens)
+        self._admin = ScheduleAdmin(settings) if self.tokens else None
+
+    @property
+    def admin(self) -> ScheduleAdmin:
+        """The runtime schedules (the API answers 401 before any handler without tokens)."""
+        assert self._admin is not None, "the API has no tokens"
+        return self._admin
+
+    def match(self, token: str) -> Caller | None:
+        """The caller a bearer token belongs to, if any."""
+        return self.tokens.match(token)
+
+    async def start(self, connection: AbstractConnection) -> None:
+        """Read the store and follow it."""
+        if self._admin is not None:
+            await self._admin.start(connection)
+
+    async def close(self) -> None:
+        """Stop following the store."""
+        if self._admin is not None:
+            await self._admin.close()
