@@ -54,7 +54,6 @@ async def test_a_failed_move_is_raised_by_the_next_start_and_no_later_move_is_ma
     assert made == []
 
 
-
 async def test_every_failed_move_is_retrieved_so_none_is_logged_as_never_retrieved() -> None:
     """Two moves fail (a broker gone under both) before the next start: that start raises the
     first, and the second's error is read too, so asyncio logs no "Task exception was never

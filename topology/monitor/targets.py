@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from warren_cron.monitor.alerts import Condition, Digest
-from warren_cron.webhook import SecretRef
 from warren_cron.secret_sources import SecretSources
+from warren_cron.webhook import SecretRef
 
 JSON = {"Content-Type": "application/json"}
 #: Slack refuses a section text longer than this, and a message of more than 50 blocks.
