@@ -27,11 +27,19 @@ from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause, fold_pauses
 from warren_cron.schedules.load import configured_schedules, resolve_one
 from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.apply import Step
 from warren_cron.store.book import StoreBook
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 from warren_cron.store.edits import SpecLike, checked_spec, checked_text, updated_spec
 
 Status = Literal["active", "paused", "archived"]
+#: The change each step of an apply writes.
+_KINDS: dict[str, Kind] = {
+    "create": "create",
+    "change": "update",
+    "adopt": "update",
+    "archive": "archive",
+}
 #: The pauses the control stream held at start not read by then: the broker is in trouble.
 CATCH_UP_SECONDS = 30.0
 
@@ -144,6 +152,19 @@ class ScheduleAdmin:
         entries = self.book.state.entries
         return [self._stored(name, entries[name], self._pauses) for name in sorted(entries)]
 
+    async def entries(self) -> dict[str, Entry]:
+        """Every runtime schedule's entry (archived ones too), read to the log's end."""
+        await self.book.sync()
+        return dict(self.book.state.entries)
+
+    async def apply_step(
+        self, step: Step, manager: str, by: str, reason: str | None
+    ) -> StoredSchedule:
+        """Write one step of a file's apply, recording ``manager`` as the schedule's."""
+        return await self._write(
+            _KINDS[step.action], step.name, step.previous, by, reason, step.spec, manager
+        )
+
     async def close(self) -> None:
         """Stop following the store and the pauses."""
         await self._control.stop()
@@ -157,12 +178,13 @@ class ScheduleAdmin:
         by: str,
         reason: str | None,
         spec: ScheduleSpec | None,
+        manager: str | None = None,
     ) -> StoredSchedule:
         who = checked_text(by, "by", required=True)
         assert who is not None
         why = checked_text(reason, "reason")
         data = None if spec is None else spec_json(spec)
-        await self.book.append(Change(kind, name, previous, who, why, data))
+        await self.book.append(Change(kind, name, previous, who, why, data, manager))
         return self._stored(name, self.book.state.entries[name], self._pauses)
 
     def _resolved(self, spec: ScheduleSpec) -> ScheduleSpec:
