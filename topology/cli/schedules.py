@@ -39,7 +39,7 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.status import upcoming_fire
+from warren_cron.schedules.status import schedule_status, upcoming_fire
 from warren_cron.store.admin import pause_fields
 
 #: An unknown name is answered with at most this many known ones.
@@ -166,7 +166,7 @@ def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any
     return {
         "name": schedule.name,
         "source": "file",
-        "status": "paused" if pause else "active",
+        "status": schedule_status(schedule, pause is not None, now),
         "fires": schedule.timing.describe(),
         "next_fire_at": utc_text(following) if following else None,
         **pause_fields(pause),

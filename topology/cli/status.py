@@ -39,7 +39,7 @@ from warren_cron.schedules.status import StatusRow, status_rows
 HEAD = (
     "NAME",
     "SCHEDULE",
-    "PAUSED",
+    "STATUS",
     "LAST FIRE",
     "LAST OUTCOME",
     "LAST SUCCESS",
@@ -75,9 +75,8 @@ def table(rows: list[StatusRow], now: datetime) -> str:
         fire, success, failure, next_fire = (relative(t, now) for t in times)
         outcome = r.last_outcome or "-"
         counts = (str(r.retrying), str(r.failed_records))
-        paused = "yes" if r.paused else "no"
         cells.append(
-            (r.name, r.schedule, paused, fire, outcome, success, failure, next_fire, *counts)
+            (r.name, r.schedule, r.status, fire, outcome, success, failure, next_fire, *counts)
         )
     return aligned(cells)
 

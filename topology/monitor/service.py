@@ -24,6 +24,7 @@ from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
+from warren_cron.monitor.autopause import FailurePauser
 from warren_cron.monitor.dashboard import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.silence import SuccessWatch
@@ -63,6 +64,7 @@ class Monitor:
         self.watch = QueueWatch(settings, plans, clock)
         self.keeper = StatusKeeper(settings, [s.name for s in schedules])
         self.silence = SuccessWatch(schedules, self.keeper)
+        self.pauser = FailurePauser(settings, schedules)
         #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
         self.dashboard: Dashboard | None = None
         if settings.dashboard_port:
@@ -101,6 +103,7 @@ class Monitor:
         settings = self.settings
         topology = await declare_topology(channel, self.names, settings)
         await self.keeper.start(connection)
+        await self.pauser.start(connection)
         tag = await topology.monitor.consume(self._on_message)
         if self.dashboard is not None:
             await self.dashboard.start(connection)
@@ -126,6 +129,7 @@ class Monitor:
         # Before the cancels: a broker call cancelled half-way can cost the connection.
         try:
             await self.keeper.stop()
+            await self.pauser.stop()
         except BROKER_TROUBLE as error:
             log.warning("status fold not stored at shutdown", error=repr(error))
         # Consuming has stopped: nothing new reaches the sender, which gets one last try.
@@ -144,6 +148,7 @@ class Monitor:
             )
         else:
             self._report_failure(record)
+            self.pauser.failed(record)
             self.watch.learn(message.headers, record.routing_key)
             if self.dashboard is not None:
                 self.dashboard.failed.learn(record)

@@ -24,6 +24,8 @@ class StatusRow:
     name: str
     schedule: str
     paused: bool
+    #: ``active``, ``paused`` or ``completed`` (no fire left under ``stop_at`` or ``runs``).
+    status: str
     last_fire_at: datetime | None
     last_outcome: str | None
     last_success_at: datetime | None
@@ -56,6 +58,14 @@ def upcoming_fire(schedule: Schedule, paused: bool, now: datetime) -> datetime |
     return None if paused else schedule.next_fire(now)
 
 
+def schedule_status(schedule: Schedule, paused: bool, now: datetime) -> str:
+    """``completed`` once no fire is left (``stop_at``, ``runs``); else ``paused`` or
+    ``active``: what ``warren status``, ``schedules list`` and the dashboard show."""
+    if schedule.completed(now):
+        return "completed"
+    return "paused" if paused else "active"
+
+
 def status_row(
     schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
 ) -> StatusRow:
@@ -64,6 +74,7 @@ def status_row(
         schedule.name,
         fires_when(schedule),
         paused,
+        schedule_status(schedule, paused, now),
         state.last_fire_at,
         state.last_outcome,
         state.last_success_at,
