@@ -22,7 +22,7 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
-from warren_cron.cli import schedules_apply
+from warren_cron.cli import schedules_apply, schedules_backfill
 from warren_cron.cli import schedules_store as store
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from warren_cron.clock import utc_text, utcnow
@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="warren schedules",
         description="List, trigger, pause and resume the schedules of CRON_SCHEDULES_FILE; "
         "create, update, archive and get runtime schedules, kept by the broker; apply a file "
-        "of schedules to them (a diff, then the changes).",
+        "of schedules to them (a diff, then the changes); backfill a past range.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = sub.add_parser("list", help="each schedule (file and runtime), its next fire, status")
@@ -111,6 +111,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     store.add_parsers(sub)
     schedules_apply.add_parser(sub)
+    schedules_backfill.add_parser(sub)
     return parser.parse_args(argv)
 
 
@@ -218,6 +219,7 @@ COMMANDS: dict[str, Command] = {
     "archive": store.cmd_archive,
     "get": store.cmd_get,
     "apply": schedules_apply.cmd_apply,
+    "backfill": schedules_backfill.cmd_backfill,
 }
 
 
