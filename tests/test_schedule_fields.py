@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tests.failed_records import put_failed
+from tests.helpers import history
 from tests.namespace import TestBroker
+from tests.pausing import matching, wait_events
 from tests.scheduling import Spawner, fire_times, published, write_schedules
 from tests.test_scheduler_cli import scheduler_env
 from warren_cron.client import Client
@@ -169,3 +171,62 @@ async def test_a_run_failing_for_good_pauses_a_schedule_with_pause_on_failure(
     assert pauses["fragile"].reason == (
         f"pause_on_failure: run {envelope.run_id} failed for good (retries-exhausted)"
     )
+
+
+@pytest.mark.broker
+async def test_a_runtime_schedule_with_pause_on_failure_is_paused_once(
+    broker: TestBroker, client: Client, run_monitor: Any
+) -> None:
+    """The monitor follows the store: a runtime schedule created after it started, with
+    pause_on_failure, is paused by its first failure; two more failures add no pause."""
+    await run_monitor()
+    spec = {"name": "rt", "every": "1h", "task": "noop", "pause_on_failure": True}
+    await client.create_schedule(spec)
+    [first] = await put_failed(broker, schedule="rt")
+
+    async def paused() -> bool:
+        return "rt" in await read_pauses(broker.connection, broker.names)
+
+    await eventually(paused, 15, what="rt paused")
+    await put_failed(broker, 2, schedule="rt")
+
+    async def drained() -> bool:
+        return await broker.depth(broker.names.monitor_queue) == 0
+
+    await eventually(drained, 15, what="the monitor read every failure")
+    await asyncio.sleep(1.0)  # a second pause would be sent within moments of the ack
+    [pause] = await wait_events(broker, 1, type="paused", schedule="rt")
+    assert first.run_id in pause.get("reason") and pause.get("by") == "monitor (pause_on_failure)"
+    assert len(matching(await history(broker), type="paused")) == 1
+
+
+@pytest.mark.broker
+async def test_a_fire_waiting_for_its_jitter_when_the_leader_dies_is_published_once(
+    broker: TestBroker, spawn: Spawner, tmp_path: Path
+) -> None:
+    """The leader is kill -9'd after a jittered fire's time, before its delay ran out, its
+    watermark already past the fire (another schedule fires every second): the new leader
+    publishes that fire, once."""
+    path = tmp_path / "schedules.toml"
+    text = '[[schedule]]\nname = "tick"\nevery = "1s"\ntask = "noop"\n'
+    text += '[[schedule]]\nname = "j"\nevery = "5s"\ntask = "noop"\njitter = "4s"\n'
+    jittered = write_schedules(broker, path, text).schedules[1]
+    env = scheduler_env(broker, path)
+    leader = await spawn(["-m", "warren_cron.scheduler"], env)
+    await leader.wait_event("fire published")
+    standby = await spawn(["-m", "warren_cron.scheduler"], env)
+    await standby.wait_event("standing by: another scheduler leads")
+    fires = jittered.fires(utcnow() + 2 * SECOND, 20)
+    fire = next(f for f in fires if jittered.delay(jittered.run_id(f)) >= 2.5 * SECOND)
+    await asyncio.sleep((fire + 1.2 * SECOND - utcnow()).total_seconds())
+    await leader.kill()
+    await standby.wait_event("leading", timeout=10)
+    await asyncio.sleep(max(0.0, (jittered.due(fire) + SECOND - utcnow()).total_seconds()))
+    await eventually(lambda: _has(broker, fire), 10, what="the jittered fire published")
+    assert await standby.stop() == 0
+    times = await fire_times(broker, "j")
+    assert times.count(fire) == 1 and len(set(times)) == len(times)
+
+
+async def _has(broker: TestBroker, fire: datetime) -> bool:
+    return fire in await fire_times(broker, "j")
