@@ -21,14 +21,17 @@ from tests.test_scheduler_cli import scheduler_env
 from warren_cron.client import Client
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import ScheduleError
+from warren_cron.history.status import StatusFold
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.schedules.control import read_pauses
+from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import parse_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.schedules.status import status_rows
 from warren_cron.testing.waits import eventually
 
 SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
 DELAY = (
     "from warren_cron.schedules.load import parse_schedules as p;"
     "from warren_cron.runtime.settings import CronSettings as C;"
@@ -81,6 +84,29 @@ def test_runs_ends_with_the_nth_fire_from_start_at_then_the_schedule_is_complete
     fires = schedule.fires(start - SECOND, 10)
     assert [f.day for f in fires] == [1, 3, 4]
     assert not schedule.completed(fires[-1] - SECOND) and schedule.completed(fires[-1])
+
+
+def test_status_is_completed_once_stop_at_or_runs_leave_no_fire_even_when_paused() -> None:
+    """The rows of warren status and the dashboard: completed wins over paused; a schedule
+    with fires left is active or paused."""
+    now = utcnow()
+    schedules = [
+        build_schedule(ScheduleSpec(name=name, task="noop", every="1m", **fields), CronSettings())
+        for name, fields in [
+            ("stopped", {"stop_at": now - SECOND}),
+            ("done", {"start_at": now - 10 * MINUTE, "runs": 3}),
+            ("held", {}),
+            ("live", {"stop_at": now + MINUTE}),
+        ]
+    ]
+    pauses = {n: Pause("x", "ops", now) for n in ("done", "held")}
+    rows = status_rows(schedules, StatusFold(), pauses, now)
+    assert [(r.name, r.status) for r in rows] == [
+        ("stopped", "completed"),
+        ("done", "completed"),
+        ("held", "paused"),
+        ("live", "active"),
+    ]
 
 
 def test_bad_fields_are_named_with_the_fix() -> None:

@@ -81,15 +81,7 @@ async def cmd_backfill(context: Context, args: argparse.Namespace) -> int:
     start, end = checked_range(args)
     async with context.broker() as (connection, history):
         schedule = await schedule_of(context, connection, args.name)
-        try:
-            fires = range_fires(schedule, start, end)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        sent = await sent_run_ids(connection, context.names, schedule.name, start)
-        todo = [fire for fire in fires if schedule.run_id(fire) not in sent]
-        for fire in fires:
-            run_id = schedule.run_id(fire)
-            print(f"{'skip' if run_id in sent else 'send'}  {run_id}")
+        fires, todo = await _listed(context, connection, schedule, start, end)
         if args.dry_run or not todo:
             print(f"{len(todo)} of {len(fires)} fire(s) to send")
             return EXIT_OK
@@ -103,3 +95,22 @@ async def cmd_backfill(context: Context, args: argparse.Namespace) -> int:
             return EXIT_PARTIAL
     print(f"sent {len(todo)} of {len(fires)} fire(s)")
     return EXIT_OK
+
+
+async def _listed(
+    context: Context,
+    connection: AbstractConnection,
+    schedule: Schedule,
+    start: datetime,
+    end: datetime,
+) -> tuple[list[datetime], list[datetime]]:
+    """The range's fires and those to send, each printed as ``send`` or ``skip``."""
+    try:
+        fires = range_fires(schedule, start, end)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    sent = await sent_run_ids(connection, context.names, schedule.name, start)
+    for fire in fires:
+        run_id = schedule.run_id(fire)
+        print(f"{'skip' if run_id in sent else 'send'}  {run_id}")
+    return fires, [fire for fire in fires if schedule.run_id(fire) not in sent]
