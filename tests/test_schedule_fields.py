@@ -90,14 +90,15 @@ def test_status_is_completed_once_stop_at_or_runs_leave_no_fire_even_when_paused
     """The rows of warren status and the dashboard: completed wins over paused; a schedule
     with fires left is active or paused."""
     now = utcnow()
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("stopped", {"stop_at": now - SECOND}),
+        ("done", {"start_at": now - 10 * MINUTE, "runs": 3}),
+        ("held", {}),
+        ("live", {"stop_at": now + MINUTE}),
+    ]
     schedules = [
         build_schedule(ScheduleSpec(name=name, task="noop", every="1m", **fields), CronSettings())
-        for name, fields in [
-            ("stopped", {"stop_at": now - SECOND}),
-            ("done", {"start_at": now - 10 * MINUTE, "runs": 3}),
-            ("held", {}),
-            ("live", {"stop_at": now + MINUTE}),
-        ]
+        for name, fields in cases
     ]
     pauses = {n: Pause("x", "ops", now) for n in ("done", "held")}
     rows = status_rows(schedules, StatusFold(), pauses, now)
