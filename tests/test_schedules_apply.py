@@ -11,6 +11,7 @@ from tests.failed_records import json_out
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script
 from tests.scheduling import every, write_schedules
+from warren_cron.store.apply import field_diff
 
 pytestmark = pytest.mark.broker
 
@@ -102,3 +103,12 @@ async def test_a_runtime_schedule_named_by_the_file_is_taken_over(
     gitops.write_text("")
     assert (await _apply(broker, own, gitops, "--prune"))[0] == 0
     assert await _runtime(broker, own) == {"rt": ("archived", 3)}
+
+
+def test_the_diff_of_a_payload_hides_a_webhooks_literal_credentials() -> None:
+    """A changed Authorization header shows as ***, the URL change in full."""
+    old = {"payload": {"url": "https://a.test/x", "headers": {"Authorization": "Bearer s3cret"}}}
+    new = {"payload": {"url": "https://a.test/y", "headers": {"Authorization": "Bearer n3w"}}}
+    [line] = field_diff(old, new)
+    assert "s3cret" not in line and "n3w" not in line
+    assert line.count("***") == 2 and "https://a.test/y" in line

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import orjson
 
+from warren_cron.redaction import redact_payload
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import Entry, spec_json
 
@@ -118,4 +119,8 @@ def field_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _shown(fields: dict[str, Any], key: str) -> str:
-    return orjson.dumps(fields[key]).decode() if key in fields else "-"
+    if key not in fields:
+        return "-"
+    # A diff lands in CI logs: a webhook's literal credentials are not shown.
+    value = redact_payload(fields[key]) if key == "payload" else fields[key]
+    return orjson.dumps(value).decode()
