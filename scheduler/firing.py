@@ -53,18 +53,18 @@ class Batch:
 def keep(schedule: Schedule, fires: list[datetime], now: datetime) -> list[datetime]:
     """The fires, due at ``now``, that the schedule's catch-up policy publishes."""
     grace = timedelta(seconds=schedule.spec.misfire_grace_seconds)
-    recent = [fire for fire in fires if now - fire <= grace]
+    recent = [fire for fire in fires if now - schedule.due(fire) <= grace]
     if schedule.spec.catch_up == "all":
         return recent
     if schedule.spec.catch_up == "latest":
         return recent[-1:]
-    return [fire for fire in recent if now - fire <= ON_TIME]
+    return [fire for fire in recent if now - schedule.due(fire) <= ON_TIME]
 
 
 def skip_reason(schedule: Schedule, fire: datetime, now: datetime) -> str:
     """Why a due fire that ``keep`` dropped is not published."""
     grace = schedule.spec.misfire_grace_seconds
-    if (now - fire).total_seconds() > grace:
+    if (now - schedule.due(fire)).total_seconds() > grace:
         return f"missed by more than misfire_grace_seconds ({grace:g}s)"
     if schedule.spec.catch_up == "latest":
         return "catch_up = latest: a later fire is published instead"
@@ -74,12 +74,12 @@ def skip_reason(schedule: Schedule, fire: datetime, now: datetime) -> str:
 def due_fires(
     schedule: Schedule, first: datetime, now: datetime
 ) -> tuple[list[datetime], datetime | None, datetime | None]:
-    """Fires from ``first`` up to ``now``, the first unlisted kept time, and the next fire."""
+    """Fires due from ``first`` up to ``now``, the first unlisted kept time, and the next fire."""
     horizon = now - timedelta(seconds=schedule.spec.misfire_grace_seconds)
     fires: list[datetime] = []
     unlisted: datetime | None = None
     fire: datetime | None = first
-    while fire is not None and fire <= now:
+    while fire is not None and schedule.due(fire) <= now:
         if fire < horizon and len(fires) >= MAX_LISTED_SKIPS:
             # Too old to publish under any policy: jump to the grace window.
             unlisted = horizon
@@ -90,17 +90,26 @@ def due_fires(
     return fires, unlisted, fire
 
 
+def first_after(schedule: Schedule, after: datetime) -> datetime | None:
+    """The schedule's first fire not yet due at ``after``: a jittered fire before ``after``
+    may still wait for its delay (and the watermark covers only what was due)."""
+    fire = schedule.next_fire(after - timedelta(milliseconds=schedule.spec.jitter_ms))
+    while fire is not None and schedule.due(fire) <= after:
+        fire = schedule.next_fire(fire)
+    return fire
+
+
 class FireHeap:
-    """Next fire of every enabled schedule, earliest first."""
+    """Next fire of every enabled schedule, by when it is due (its time plus its jitter)."""
 
     def __init__(self, schedules: ScheduleSet, after: datetime) -> None:
         self.schedules = schedules
         self._by_name = {s.name: s for s in schedules.schedules}
-        self._heap: list[tuple[datetime, str]] = []
+        self._heap: list[tuple[datetime, str, datetime]] = []
         for schedule in schedules.schedules:
-            fire = schedule.next_fire(after)
+            fire = first_after(schedule, after)
             if fire is not None:
-                self._heap.append((fire, schedule.name))
+                self._heap.append((schedule.due(fire), schedule.name, fire))
         heapq.heapify(self._heap)
 
     def next_time(self) -> datetime | None:
@@ -111,18 +120,20 @@ class FireHeap:
         """Take every fire up to ``now``, apply catch-up, and queue each schedule's next."""
         batch = Batch()
         while self._heap and self._heap[0][0] <= now:
-            first, name = heapq.heappop(self._heap)
-            following = self._take(self._by_name[name], first, now, batch)
+            _, name, first = heapq.heappop(self._heap)
+            schedule = self._by_name[name]
+            following = self._take(schedule, first, now, batch)
             if following is not None:
-                heapq.heappush(self._heap, (following, name))
+                heapq.heappush(self._heap, (schedule.due(following), name, following))
         batch.publish.sort(key=lambda item: (item[0], item[1].name))
         return batch
 
     @staticmethod
     def _take(schedule: Schedule, first: datetime, now: datetime, batch: Batch) -> datetime | None:
         following = schedule.next_fire(first)
-        late = now - first
-        if (following is None or following > now) and late <= ON_TIME and late <= schedule.grace:
+        late = now - schedule.due(first)
+        early = following is None or schedule.due(following) > now
+        if early and late <= ON_TIME and late <= schedule.grace:
             # The common case, one fire and on time: every policy publishes it.
             batch.publish.append((first, schedule))
             return following

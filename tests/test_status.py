@@ -138,9 +138,9 @@ async def test_status_shows_succeeded_failed_retrying_and_paused_schedules(
     code, text, _ = await status(broker, path)
     first, header, *lines = text.splitlines()
     assert first.startswith("scheduler: DOWN: no scheduler leads (no standby; never seen)")
-    assert header.split()[:4] == ["NAME", "SCHEDULE", "PAUSED", "LAST"]
+    assert header.split()[:4] == ["NAME", "SCHEDULE", "STATUS", "LAST"]
     assert [line.split()[0] for line in lines] == [f"{p}{name}" for name in row]
-    assert "yes" in lines[3].split() and " ago" in lines[0]
+    assert "paused" in lines[3].split() and " ago" in lines[0]
 
 
 async def test_the_fold_is_stored_and_a_restarted_monitor_goes_on_from_it(

@@ -22,6 +22,7 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
+from warren_cron.cli import schedules_apply, schedules_backfill
 from warren_cron.cli import schedules_store as store
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
 from warren_cron.clock import utc_text, utcnow
@@ -35,7 +36,7 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
-from warren_cron.schedules.status import upcoming_fire
+from warren_cron.schedules.status import schedule_status, upcoming_fire
 from warren_cron.store.admin import pause_fields
 
 #: An unknown name is answered with at most this many known ones.
@@ -93,7 +94,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="warren schedules",
         description="List, trigger, pause and resume schedules (of CRON_SCHEDULES_FILE or "
-        "runtime ones); create, update, archive and get runtime schedules, kept by the broker.",
+        "runtime ones); create, update, archive and get runtime schedules, kept by the broker; "
+        "apply a file of schedules to them (a diff, then the changes); backfill a past range.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = sub.add_parser("list", help="each schedule (file and runtime), its next fire, status")
@@ -112,6 +114,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "policy and misfire_grace_seconds",
     )
     store.add_parsers(sub)
+    schedules_apply.add_parser(sub)
+    schedules_backfill.add_parser(sub)
     return parser.parse_args(argv)
 
 
@@ -165,7 +169,7 @@ def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any
     return {
         "name": schedule.name,
         "source": "file",
-        "status": "paused" if pause else "active",
+        "status": schedule_status(schedule, pause is not None, now),
         "fires": schedule.timing.describe(),
         "next_fire_at": utc_text(following) if following else None,
         **pause_fields(pause),
@@ -216,6 +220,8 @@ COMMANDS: dict[str, Command] = {
     "update": store.cmd_update,
     "archive": store.cmd_archive,
     "get": store.cmd_get,
+    "apply": schedules_apply.cmd_apply,
+    "backfill": schedules_backfill.cmd_backfill,
 }
 
 

@@ -171,7 +171,7 @@ def describe(stored: StoredSchedule) -> str:
 def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -> dict[str, Any]:
     """One runtime schedule as ``list`` shows it."""
     schedule = build_schedule(stored.spec, settings)
-    live = stored.status == "active"
+    live = stored.status in ("active", "completed")
     following = upcoming_fire(schedule, not live, now)
     return {
         "name": stored.name,

@@ -41,7 +41,7 @@ from warren_cron.schedules.status import StatusRow, status_rows
 HEAD = (
     "NAME",
     "SCHEDULE",
-    "PAUSED",
+    "STATUS",
     "LAST FIRE",
     "LAST OUTCOME",
     "LAST SUCCESS",
@@ -78,9 +78,8 @@ def table(rows: list[StatusRow], now: datetime) -> str:
         next_fire = r.next_fire_text(now)
         outcome = r.last_outcome or "-"
         counts = (str(r.retrying), str(r.failed_records))
-        paused = "yes" if r.paused else "no"
         cells.append(
-            (r.name, r.schedule, paused, fire, outcome, success, failure, next_fire, *counts)
+            (r.name, r.schedule, r.status, fire, outcome, success, failure, next_fire, *counts)
         )
     return aligned(cells)
 

@@ -5,7 +5,7 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 
 | type        | fields                                                                        |
 | ----------- | ----------------------------------------------------------------------------- |
-| `fired`     | `scheduled_for`, `plan`                                                       |
+| `fired`     | `scheduled_for`, `plan`; a backfilled fire also `by`, `backfill` (true)       |
 | `triggered` | `scheduled_for`, `plan`, `by`, `reason`                                       |
 | `skipped`   | `scheduled_for`, `reason`                                                     |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |

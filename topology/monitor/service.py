@@ -25,6 +25,7 @@ from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.configured import configured_targets
+from warren_cron.monitor.autopause import FailurePauser
 from warren_cron.monitor.dashboard import Dashboard
 from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
@@ -66,6 +67,7 @@ class Monitor:
         self.keeper = StatusKeeper(settings, [s.name for s in schedules])
         self.silence = SuccessWatch(schedules, self.keeper)
         self.schedulers = SchedulerWatch(settings, clock)
+        self.pauser = FailurePauser(settings, schedules)
         #: The web page (CRON_DASHBOARD_PORT), when one is asked for.
         self.dashboard: Dashboard | None = None
         if settings.dashboard_port:
@@ -110,6 +112,7 @@ class Monitor:
         topology = await declare_topology(channel, self.names, settings)
         await self.keeper.start(connection)
         await self.schedulers.start(connection)
+        await self.pauser.start(connection)
         tag = await topology.monitor.consume(self._on_message)
         if self.dashboard is not None:
             await self.dashboard.start(connection)
@@ -136,6 +139,7 @@ class Monitor:
         # Before the cancels: a broker call cancelled half-way can cost the connection.
         try:
             await self.keeper.stop()
+            await self.pauser.stop()
         except BROKER_TROUBLE as error:
             log.warning("status fold not stored at shutdown", error=repr(error))
         # Consuming has stopped: nothing new reaches the sender, which gets one last try.
@@ -154,6 +158,7 @@ class Monitor:
             )
         else:
             self._report_failure(record)
+            self.pauser.failed(record)
             self.watch.learn(message.headers, record.routing_key)
             if self.dashboard is not None:
                 self.dashboard.failed.learn(record)

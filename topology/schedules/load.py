@@ -14,6 +14,12 @@
     misfire_grace_seconds = 3600
     retry = { max_retries = 5, delay_ms = 10000 }   # overrides CRON_* defaults
     expect_success_within = "26h"    # the monitor alerts when no run succeeded for this long
+    exclude = ["2026-12-24", "holidays"]   # dates, or calendars of [calendars], not fired on
+
+    [calendars]
+    holidays = ["2026-12-25", "2027-01-01"]
+
+A calendar's name in ``exclude`` stands for its dates: the schedule holds the dates.
 
 Every problem of the file is reported at once, each naming the schedule and the field. Each
 entry that validates becomes a ``Schedule`` (``topology/schedules/schedule.py``).
@@ -94,7 +100,8 @@ def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules"
         raise ScheduleError(source, [f"not valid TOML: {error}"]) from None
     entries = _entries(data, source)
     problems: list[str] = []
-    schedules = [s for s in _build_all(entries, defaults, problems) if s is not None]
+    calendars = _calendars(data.get("calendars", {}), problems)
+    schedules = [s for s in _build_all(entries, defaults, calendars, problems) if s is not None]
     problems += _duplicates(entries)
     if problems:
         raise ScheduleError(source, problems)
@@ -102,7 +109,7 @@ def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules"
 
 
 def _entries(data: Mapping[str, Any], source: str) -> list[Any]:
-    unknown = sorted(set(data) - {"schedule"})
+    unknown = sorted(set(data) - {"schedule", "calendars"})
     if unknown:
         raise ScheduleError(
             source, [f"unknown top-level key(s) {unknown}: write each schedule as [[schedule]]"]
@@ -113,15 +120,38 @@ def _entries(data: Mapping[str, Any], source: str) -> list[Any]:
     return entries
 
 
+def _calendars(data: Any, problems: list[str]) -> dict[str, list[Any]]:
+    """The ``[calendars]`` table: a list of dates by name."""
+    if not isinstance(data, dict):
+        problems.append('calendars: write [calendars] with name = ["2026-12-25", ...]')
+        return {}
+    wrong = sorted(name for name, dates in data.items() if not isinstance(dates, list))
+    problems += [f'calendars.{name}: give a list of dates, e.g. ["2026-12-25"]' for name in wrong]
+    return {name: dates for name, dates in data.items() if isinstance(dates, list)}
+
+
+def with_calendars(raw: Any, calendars: dict[str, list[Any]]) -> Any:
+    """The entry with each calendar's name in its ``exclude`` replaced by the dates."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("exclude"), list):
+        return raw
+    dates: list[Any] = []
+    for item in raw["exclude"]:
+        dates += calendars.get(item, [item]) if isinstance(item, str) else [item]
+    return {**raw, "exclude": dates}
+
+
 def _build_all(
-    entries: list[Any], defaults: CronSettings, problems: list[str]
+    entries: list[Any],
+    defaults: CronSettings,
+    calendars: dict[str, list[Any]],
+    problems: list[str],
 ) -> list[Schedule | None]:
     built: list[Schedule | None] = []
     shared = _Shared(defaults)
     for index, raw in enumerate(entries, start=1):
         label = _label(raw, index)
         try:
-            spec = ScheduleSpec.model_validate(raw)
+            spec = ScheduleSpec.model_validate(with_calendars(raw, calendars))
             built.append(_resolve(spec, shared))
         except ValidationError as error:
             problems += [f"{label}: {line}" for line in spec_problems(error)]
@@ -176,6 +206,8 @@ def _where(loc: Loc) -> str:
 
 def _what(item: ErrorDetails) -> str:
     message = item["msg"].removeprefix("Value error, ")
+    if item["loc"][:1] == ("exclude",) and item["type"].startswith("date"):
+        message = "neither a date (2026-12-25) nor a name of the file's [calendars]"
     if item["type"] == "invalid-json-value":
         message += " (TOML dates and times are not JSON: write them as strings)"
     if item["type"] == "extra_forbidden":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -31,6 +33,9 @@ class Schedule:
     routing_key: str
     #: ``misfire_grace_seconds`` as a duration.
     grace: timedelta
+    #: No fire after this: ``stop_at``, or the last of ``runs`` fires, whichever is first.
+    end: datetime | None = None
+    excluded: frozenset[date] = frozenset()
 
     @property
     def name(self) -> str:
@@ -44,9 +49,37 @@ class Schedule:
         if self.start_at is not None and after < self.start_at:
             after = self.start_at - _TICK
         fire = self.timing.next_after(after)
-        if fire is None or (self.stop_at is not None and fire > self.stop_at):
+        while fire is not None and self.excluded and self.local_date(fire) in self.excluded:
+            fire = self.timing.next_after(self._day_end(fire))
+        if fire is None or (self.end is not None and fire > self.end):
             return None
         return fire
+
+    def completed(self, now: datetime) -> bool:
+        """True once the last fire ``stop_at`` or ``runs`` allows is past: it never fires again."""
+        return self.end is not None and self.end <= now and self.next_fire(now) is None
+
+    def local_date(self, fire: datetime) -> date:
+        """The date of ``fire`` in the schedule's zone (UTC for intervals): what ``exclude``
+        names."""
+        return fire.astimezone(self.spec.zone).date()
+
+    def _day_end(self, fire: datetime) -> datetime:
+        following = self.local_date(fire) + timedelta(days=1)
+        return datetime.combine(following, time(), self.spec.zone).astimezone(fire.tzinfo) - _TICK
+
+    def delay(self, run_id: str) -> timedelta:
+        """The jitter of one fire: a function of its run id alone, so every scheduler that
+        publishes it waits the same delay (and a failover never publishes it twice)."""
+        bound = self.spec.jitter_ms
+        if not bound:
+            return timedelta()
+        digest = hashlib.sha256(run_id.encode()).digest()
+        return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % (bound + 1))
+
+    def due(self, fire: datetime) -> datetime:
+        """When ``fire`` is published: its time plus its jitter."""
+        return fire + self.delay(self.run_id(fire)) if self.spec.jitter else fire
 
     def fires(self, after: datetime, count: int) -> list[datetime]:
         """Up to ``count`` fires after ``after``, in order."""
@@ -103,7 +136,19 @@ def build_schedule(
         timing = IntervalTiming(parse_interval(spec.every), start or EPOCH)
     plan = spec.retry.plan(defaults) if spec.retry else default_plan or defaults.default_plan()
     grace = timedelta(seconds=spec.misfire_grace_seconds)
-    return Schedule(spec, timing, plan, start, stop, _routing_key(plan), grace)
+    excluded = frozenset(spec.exclude)
+    built = Schedule(spec, timing, plan, start, stop, _routing_key(plan), grace, stop, excluded)
+    return _limit_runs(built) if spec.runs is not None else built
+
+
+def _limit_runs(schedule: Schedule) -> Schedule:
+    # The n-th fire from start_at is a time every scheduler computes alike, so the count
+    # survives failover without a counter anywhere: ``runs`` is a computed ``stop_at``.
+    assert schedule.start_at is not None and schedule.spec.runs is not None  # validated
+    fires = schedule.fires(schedule.start_at - _TICK, schedule.spec.runs)
+    if len(fires) < schedule.spec.runs:
+        return schedule
+    return dataclasses.replace(schedule, end=fires[-1])
 
 
 @lru_cache(maxsize=1024)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from typing import Literal
 
 from pydantic import (
@@ -26,6 +26,11 @@ from warren_cron.webhook import parse_request
 Concurrency = Literal["Allow", "Forbid", "Replace"]
 CatchUp = Literal["skip", "latest", "all"]
 DEFAULT_GRACE_SECONDS = 3600.0
+#: ``runs`` is turned into the time of the last fire by counting fires from ``start_at``.
+MAX_RUNS = 1000
+MAX_EXCLUDED = 1000
+#: A delay longer than this is a different schedule, not jitter.
+MAX_JITTER = "1h"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -80,6 +85,14 @@ class ScheduleSpec(BaseModel):
     stop_at: datetime | None = None
     #: The monitor alerts when no run succeeded for this long (``26h``).
     expect_success_within: str | None = None
+    #: Stop after this many fires, counted from ``start_at``; then the schedule is completed.
+    runs: int | None = Field(None, ge=1, le=MAX_RUNS)
+    #: Each fire waits a delay up to this bound, the same for a given run id everywhere.
+    jitter: str | None = None
+    #: Dates (``YYYY-MM-DD``, in the schedule's zone) on which it does not fire.
+    exclude: tuple[date, ...] = Field((), max_length=MAX_EXCLUDED)
+    #: Paused by the monitor when a run fails for good, with the failure as the reason.
+    pause_on_failure: bool = False
 
     @field_validator("name")
     @classmethod
@@ -105,6 +118,14 @@ class ScheduleSpec(BaseModel):
     def _check_expect(cls, value: str | None) -> str | None:
         if value is not None and not parse_ms(value, ("s", "m", "h", "d")):
             raise ValueError(f"{value!r}: give a duration like 90m, 26h or 2d (units s, m, h, d)")
+        return value
+
+    @field_validator("jitter")
+    @classmethod
+    def _check_jitter(cls, value: str | None) -> str | None:
+        bound = parse_ms(MAX_JITTER) or 0
+        if value is not None and not 0 < (parse_ms(value, ("s", "m", "h")) or 0) <= bound:
+            raise ValueError(f"{value!r}: give a delay like 30s or 5m, at most {MAX_JITTER}")
         return value
 
     @field_validator("timezone")
@@ -133,7 +154,16 @@ class ScheduleSpec(BaseModel):
         start, stop = self.bounds()
         if start is not None and stop is not None and stop <= start:
             raise ValueError(f"stop_at: {utc_text(stop)} is not after start_at {utc_text(start)}")
+        if self.runs is not None and start is None:
+            raise ValueError("runs: give start_at too: the fires are counted from it")
+        if self.every is not None and self.jitter_ms >= (parse_ms(self.every) or 0):
+            raise ValueError(f"jitter: {self.jitter} must be shorter than every = {self.every}")
         return self
+
+    @property
+    def jitter_ms(self) -> int:
+        """``jitter`` in milliseconds; 0 without one."""
+        return (parse_ms(self.jitter) or 0) if self.jitter else 0
 
     @property
     def zone(self) -> tzinfo:

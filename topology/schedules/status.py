@@ -29,6 +29,8 @@ class StatusRow:
     name: str
     schedule: str
     paused: bool
+    #: ``active``, ``paused`` or ``completed`` (no fire left under ``stop_at`` or ``runs``).
+    status: str
     last_fire_at: datetime | None
     last_outcome: str | None
     last_success_at: datetime | None
@@ -80,6 +82,14 @@ def overdue_since(
     return due if due is not None and due < now - OVERDUE_GRACE else None
 
 
+def schedule_status(schedule: Schedule, paused: bool, now: datetime) -> str:
+    """``completed`` once no fire is left (``stop_at``, ``runs``); else ``paused`` or
+    ``active``: what ``warren status``, ``schedules list`` and the dashboard show."""
+    if schedule.completed(now):
+        return "completed"
+    return "paused" if paused else "active"
+
+
 def status_row(
     schedule: Schedule, state: ScheduleState, counts: tuple[int, int], paused: bool, now: datetime
 ) -> StatusRow:
@@ -88,6 +98,7 @@ def status_row(
         schedule.name,
         fires_when(schedule),
         paused,
+        schedule_status(schedule, paused, now),
         state.last_fire_at,
         state.last_outcome,
         state.last_success_at,

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import publish_channel
-from warren_cron.clock import utc_text
-from warren_cron.errors import InvalidSchedule, NameTaken, ScheduleNotFound, StoreError
+from warren_cron.clock import utc_text, utcnow
+from warren_cron.errors import InvalidSchedule, NameTaken, PlanError, ScheduleNotFound, StoreError
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.stream import declare_control, open_stream
@@ -26,12 +26,21 @@ from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause, fold_pauses
 from warren_cron.schedules.load import configured_schedules, resolve_one
+from warren_cron.schedules.schedule import build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.apply import Step
 from warren_cron.store.book import StoreBook
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 from warren_cron.store.edits import SpecLike, checked_spec, checked_text, updated_spec
 
-Status = Literal["active", "paused", "archived"]
+Status = Literal["active", "paused", "completed", "archived"]
+#: The change each step of an apply writes.
+_KINDS: dict[str, Kind] = {
+    "create": "create",
+    "change": "update",
+    "adopt": "update",
+    "archive": "archive",
+}
 #: The pauses the control stream held at start not read by then: the broker is in trouble.
 CATCH_UP_SECONDS = 30.0
 
@@ -155,6 +164,19 @@ class ScheduleAdmin:
         if sync:
             await self.book.sync()
 
+    async def entries(self) -> dict[str, Entry]:
+        """Every runtime schedule's entry (archived ones too), read to the log's end."""
+        await self.book.sync()
+        return dict(self.book.state.entries)
+
+    async def apply_step(
+        self, step: Step, manager: str, by: str, reason: str | None
+    ) -> StoredSchedule:
+        """Write one step of a file's apply, recording ``manager`` as the schedule's."""
+        return await self._write(
+            _KINDS[step.action], step.name, step.previous, by, reason, step.spec, manager
+        )
+
     async def close(self) -> None:
         """Stop following the store and the pauses."""
         await self._control.stop()
@@ -168,12 +190,13 @@ class ScheduleAdmin:
         by: str,
         reason: str | None,
         spec: ScheduleSpec | None,
+        manager: str | None = None,
     ) -> StoredSchedule:
         who = checked_text(by, "by", required=True)
         assert who is not None
         why = checked_text(reason, "reason")
         data = None if spec is None else spec_json(spec)
-        await self.book.append(Change(kind, name, previous, who, why, data))
+        await self.book.append(Change(kind, name, previous, who, why, data, manager))
         return self._stored(name, self.book.state.entries[name], self._pauses)
 
     def _resolved(self, spec: ScheduleSpec) -> ScheduleSpec:
@@ -189,15 +212,24 @@ class ScheduleAdmin:
             raise ScheduleNotFound(self._unknown(name))
         return entry
 
+    def _completed(self, spec: ScheduleSpec) -> bool:
+        if spec.stop_at is None and spec.runs is None:
+            return False  # the common case, without building the schedule
+        try:
+            return build_schedule(spec, self.settings).completed(utcnow())
+        except PlanError:
+            return False
+
     def _unknown(self, name: str) -> str:
         if name in self._file_names:
             return f"schedule {name!r} is defined in {self._file}: change it there"
         return f"no runtime schedule {name!r}: list_schedules() shows the others"
 
-    @staticmethod
-    def _stored(name: str, entry: Entry, pauses: dict[str, Pause]) -> StoredSchedule:
+    def _stored(self, name: str, entry: Entry, pauses: dict[str, Pause]) -> StoredSchedule:
         pause = pauses.get(name)
         status: Status = entry.status
-        if status == "active" and pause is not None:
+        if status == "active" and self._completed(entry.spec):
+            status = "completed"
+        elif status == "active" and pause is not None:
             status = "paused"
         return StoredSchedule(name, entry.spec, entry.version, status, entry.history, pause)

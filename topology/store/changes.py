@@ -34,6 +34,8 @@ class Change:
     reason: str | None = None
     #: The schedule's whole spec after the change (JSON); None for an archive.
     spec: dict[str, Any] | None = None
+    #: The file whose apply made the change (``warren schedules apply``); None otherwise.
+    manager: str | None = None
     at: datetime = field(default_factory=utcnow)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -51,6 +53,7 @@ class Change:
             "by": self.by,
             "at": utc_text(self.at),
             "reason": self.reason,
+            **({"manager": self.manager} if self.manager else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -70,6 +73,7 @@ class Change:
                 by=str(data["by"]),
                 reason=data.get("reason"),
                 spec=data.get("spec"),
+                manager=data.get("manager"),
                 at=datetime.fromisoformat(data["at"]),
                 id=str(data["id"]),
             )
@@ -86,6 +90,9 @@ class Entry:
     status: Status
     #: Each change's ``meta()``, oldest first, the last ``HISTORY_KEPT`` of them.
     history: list[dict[str, Any]]
+    #: The file that manages the schedule (its last apply), and the version that apply made.
+    manager: str | None = None
+    applied: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a snapshot holds it."""
@@ -94,6 +101,8 @@ class Entry:
             "version": self.version,
             "status": self.status,
             "history": self.history,
+            "manager": self.manager,
+            "applied": self.applied,
         }
 
     @classmethod
@@ -104,6 +113,8 @@ class Entry:
             int(data["version"]),
             data["status"],
             list(data["history"]),
+            data.get("manager"),
+            int(data.get("applied", 0)),
         )
 
 

@@ -72,8 +72,20 @@ class StoreState:
             return error
         history = [*(entry.history if entry else []), change.meta()][-HISTORY_KEPT:]
         status: Status = "archived" if change.kind == "archive" else "active"
-        self.entries[change.name] = Entry(spec, change.version, status, history)
+        self.entries[change.name] = Entry(
+            spec, change.version, status, history, *_managed(change, entry)
+        )
         return None
+
+
+def _managed(change: Change, entry: Entry | None) -> tuple[str | None, int]:
+    # An apply takes the schedule over; other changes keep its manager, so the next apply
+    # sees the store changed since (version past ``applied``); a plain create frees it.
+    if change.manager is not None:
+        return change.manager, change.version
+    if entry is None or change.kind == "create":
+        return None, 0
+    return entry.manager, entry.applied
 
 
 def _spec(change: Change) -> ScheduleSpec:

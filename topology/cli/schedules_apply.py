@@ -1,0 +1,106 @@
+"""``warren schedules apply FILE [--dry-run] [--prune] [--force]``: a schedules file into
+the store, as the declarative source of the schedules it names.
+
+Prints one line per schedule (``create``, ``change`` with the fields that differ,
+``adopt`` a runtime schedule the file now names, ``same``, ``archive`` with ``--prune``),
+then writes the changes, attributed to ``user@host`` with the reason ``apply FILE``. Exit
+codes, as ``kubectl diff``'s for ``--dry-run``: 0 nothing to change (or applied), 1 a dry
+run found changes, 2 the file or a conflict refused it (nothing written), 3 broker trouble.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError
+from warren_cron.cli.schedules_store import opened
+from warren_cron.errors import ScheduleError, StoreError
+from warren_cron.history.events import who
+from warren_cron.schedules.load import load_schedules
+from warren_cron.store.admin import ScheduleAdmin
+from warren_cron.store.apply import Options, Plan, Step, plan_apply
+
+if TYPE_CHECKING:
+    from warren_cron.cli.schedules import Context
+
+
+def add_parser(sub: Any) -> None:
+    """The ``apply`` subcommand."""
+    apply = sub.add_parser(
+        "apply", help="make the store hold FILE's schedules (a diff, then the changes)"
+    )
+    apply.add_argument("file", metavar="FILE", help="a schedules file ([[schedule]] tables)")
+    apply.add_argument(
+        "--dry-run", action="store_true", help="show the diff only; exit 1 if it has changes"
+    )
+    apply.add_argument(
+        "--prune", action="store_true", help="archive schedules FILE managed and no longer names"
+    )
+    apply.add_argument(
+        "--force", action="store_true", help="overwrite schedules changed in the store since"
+    )
+    apply.add_argument(
+        "--as",
+        dest="manager",
+        help="the name FILE manages its schedules under; default its file name, so a checkout "
+        "anywhere applies as the same file",
+    )
+
+
+def options(context: Context, args: argparse.Namespace) -> Options:
+    """The apply's options from the command line and the deployment's own file."""
+    manager = args.manager or Path(args.file).name
+    file_names = frozenset(s.name for s in context.schedules.schedules)
+    return Options(manager, file_names, prune=args.prune, force=args.force)
+
+
+def render(step: Step) -> list[str]:
+    """One step as lines: the action and name, then each field that differs."""
+    return [f"{step.action:<8}{step.name}", *(f"          {line}" for line in step.diff)]
+
+
+async def cmd_apply(context: Context, args: argparse.Namespace) -> int:
+    """Show FILE's difference against the store and, unless a dry run, apply it."""
+    try:
+        specs = [s.spec for s in load_schedules(Path(args.file), context.settings).schedules]
+    except ScheduleError as error:
+        raise UsageError(f"{error}; nothing applied") from None
+    chosen = options(context, args)
+    async with opened(context) as admin:
+        plan = plan_apply(specs, await admin.entries(), chosen)
+        _show(plan)
+        if plan.conflicts:
+            return EXIT_USAGE
+        if args.dry_run:
+            return EXIT_PARTIAL if plan.changes() else EXIT_OK
+        return await _write(admin, plan, chosen.manager, f"apply {args.file}")
+
+
+def _show(plan: Plan) -> None:
+    for step in plan.steps:
+        print("\n".join(render(step)))
+    for conflict in plan.conflicts:
+        print(f"warren schedules: conflict: {conflict}", file=sys.stderr)
+    if plan.conflicts:
+        print("warren schedules: nothing applied", file=sys.stderr)
+
+
+async def _write(admin: ScheduleAdmin, plan: Plan, manager: str, reason: str) -> int:
+    done = 0
+    for step in plan.changes():
+        try:
+            await admin.apply_step(step, manager, who(), reason)
+        except StoreError as error:
+            # Another writer between the plan and this change: what was written stays.
+            print(
+                f"warren schedules: error: {error}; {done} of {len(plan.changes())} changes "
+                "applied: run apply again",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        done += 1
+    print(f"applied {done} change(s); {len(plan.steps) - done} schedule(s) unchanged")
+    return EXIT_OK

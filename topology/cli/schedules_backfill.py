@@ -1,0 +1,116 @@
+"""``warren schedules backfill NAME --from T1 --to T2 [--dry-run] [--rate N]``.
+
+Publishes the fires of a past range of a schedule of the file or of the store, with the
+run ids those fires would have had; one the history holds as published is not sent again
+(``topology/schedules/backfill.py``). Prints one line per fire: ``send`` or ``skip`` (sent
+before). Exit codes: 0 done, 2 a bad range or unknown schedule, 3 broker trouble, 1 a run
+of a Forbid or Replace schedule did not end within ``--run-timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, UsageError
+from warren_cron.cli.enqueue import time_arg
+from warren_cron.cli.schedules_store import started
+from warren_cron.clock import utcnow
+from warren_cron.errors import PlanError, StoreError
+from warren_cron.history.events import who
+from warren_cron.schedules.backfill import Backfill, range_fires, sent_run_ids
+from warren_cron.schedules.schedule import Schedule, build_schedule
+
+if TYPE_CHECKING:
+    from aio_pika.abc import AbstractConnection
+
+    from warren_cron.cli.schedules import Context
+
+
+def add_parser(sub: Any) -> None:
+    """The ``backfill`` subcommand."""
+    backfill = sub.add_parser(
+        "backfill", help="publish NAME's fires of a past range, each run id once"
+    )
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument(
+        "--from", dest="start", type=time_arg, required=True, help="first fire time, ISO 8601"
+    )
+    backfill.add_argument(
+        "--to", dest="end", type=time_arg, required=True, help="last fire time, ISO 8601, past"
+    )
+    backfill.add_argument("--dry-run", action="store_true", help="list the fires, send none")
+    backfill.add_argument("--rate", type=float, default=10.0, help="fires per second (10)")
+    backfill.add_argument(
+        "--run-timeout",
+        type=float,
+        default=3600.0,
+        help="Forbid/Replace: seconds to wait for each run to end before the next (3600)",
+    )
+
+
+def checked_range(args: argparse.Namespace) -> tuple[datetime, datetime]:
+    """``--from`` and ``--to``, a past range in order, or a usage error saying why."""
+    if args.end < args.start:
+        raise UsageError("--to is before --from")
+    if args.end > utcnow():
+        raise UsageError("--to is in the future: backfill publishes past fires only")
+    if not 0 < args.rate <= 1000:
+        raise UsageError("--rate: give fires per second between 0 and 1000")
+    return args.start, args.end
+
+
+async def schedule_of(context: Context, connection: AbstractConnection, name: str) -> Schedule:
+    """Schedule ``name`` of the file, else of the store (not archived)."""
+    found = context.schedules.get(name)
+    if found is not None:
+        return found
+    try:
+        stored = await (await started(context.settings, connection)).get(name)
+        if stored.status == "archived":
+            raise UsageError(f"runtime schedule {name!r} is archived: nothing to backfill")
+        return build_schedule(stored.spec, context.settings)
+    except (StoreError, PlanError) as error:
+        raise UsageError(str(error)) from None
+
+
+async def cmd_backfill(context: Context, args: argparse.Namespace) -> int:
+    """Publish the range's fires that the history does not hold as published."""
+    start, end = checked_range(args)
+    async with context.broker() as (connection, history):
+        schedule = await schedule_of(context, connection, args.name)
+        fires, todo = await _listed(context, connection, schedule, start, end)
+        if args.dry_run or not todo:
+            print(f"{len(todo)} of {len(fires)} fire(s) to send")
+            return EXIT_OK
+        job = Backfill(
+            connection, context.settings, schedule, history, who(), args.rate, args.run_timeout
+        )
+        try:
+            await job.send(todo)
+        except TimeoutError as error:
+            print(f"warren schedules: error: {error}", file=sys.stderr)
+            return EXIT_PARTIAL
+    print(f"sent {len(todo)} of {len(fires)} fire(s)")
+    return EXIT_OK
+
+
+async def _listed(
+    context: Context,
+    connection: AbstractConnection,
+    schedule: Schedule,
+    start: datetime,
+    end: datetime,
+) -> tuple[list[datetime], list[datetime]]:
+    """The range's fires and those to send, each printed as ``send`` or ``skip``."""
+    try:
+        fires = range_fires(schedule, start, end)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    sent = await sent_run_ids(connection, context.names, schedule.name, start)
+    for fire in fires:
+        run_id = schedule.run_id(fire)
+        print(f"{'skip' if run_id in sent else 'send'}  {run_id}")
+    return fires, [fire for fire in fires if schedule.run_id(fire) not in sent]

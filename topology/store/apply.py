@@ -1,0 +1,126 @@
+"""``warren schedules apply FILE``: the difference between a schedules file and the store.
+
+The file is the declarative source of the schedules it names. Each applied change records
+the file as the schedule's *manager* (``Entry.manager``) and the version it made
+(``Entry.applied``), so the next apply knows which schedules it manages (``--prune``
+archives those the file no longer names) and whether someone changed one in the store since
+(a conflict, unless ``--force``). Schedules created at runtime are touched only when the
+file names them (then the file takes them over). The plan is worked out whole before
+anything is written: one conflict and nothing changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from warren_cron.redaction import redact_payload
+from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.changes import Entry, spec_json
+
+Action = Literal["create", "change", "adopt", "same", "archive"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What an apply does to one schedule."""
+
+    action: Action
+    name: str
+    #: The version the change is based on (0 for a create).
+    previous: int
+    spec: ScheduleSpec | None = None
+    #: ``field: old -> new`` lines of a change.
+    diff: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Plan:
+    """Every step of one apply, and the conflicts that stop it."""
+
+    steps: list[Step] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+    def changes(self) -> list[Step]:
+        """The steps that write to the store."""
+        return [step for step in self.steps if step.action != "same"]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How one apply runs: which file manages, what the deployment's own file names."""
+
+    manager: str
+    file_names: frozenset[str]
+    prune: bool = False
+    force: bool = False
+
+
+def plan_apply(specs: list[ScheduleSpec], entries: dict[str, Entry], options: Options) -> Plan:
+    """The steps that make the store hold ``specs``; conflicts listed, nothing decided."""
+    plan = Plan()
+    for spec in specs:
+        _plan_one(spec, entries.get(spec.name), options, plan)
+    if options.prune:
+        named = {spec.name for spec in specs}
+        plan.steps += [
+            Step("archive", name, entry.version)
+            for name, entry in sorted(entries.items())
+            if entry.manager == options.manager and entry.status == "active" and name not in named
+        ]
+    return plan
+
+
+def _plan_one(spec: ScheduleSpec, entry: Entry | None, options: Options, plan: Plan) -> None:
+    name = spec.name
+    if name in options.file_names:
+        plan.conflicts.append(
+            f"{name}: the scheduler's own schedules file (CRON_SCHEDULES_FILE) defines it; "
+            "rename it in one of the files"
+        )
+        return
+    if entry is None or entry.status == "archived":
+        plan.steps.append(Step("create", name, 0 if entry is None else entry.version, spec))
+        return
+    problem = _conflict(name, entry, options)
+    if problem is not None:
+        plan.conflicts.append(problem)
+        return
+    diff = field_diff(spec_json(entry.spec), spec_json(spec))
+    action: Action = "adopt" if entry.manager is None else "change" if diff else "same"
+    plan.steps.append(Step(action, name, entry.version, spec, diff))
+
+
+def _conflict(name: str, entry: Entry, options: Options) -> str | None:
+    if entry.manager not in (None, options.manager):
+        return (
+            f"{name}: managed by the file {entry.manager!r}; apply that file, or archive the "
+            "schedule first"
+        )
+    if entry.manager is not None and entry.version != entry.applied and not options.force:
+        last = entry.history[-1] if entry.history else {}
+        return (
+            f"{name}: changed in the store since the last apply (version {entry.applied} -> "
+            f"{entry.version}, by {last.get('by', '?')} at {last.get('at', '?')}); put the "
+            "change in the file, or apply with --force to overwrite it"
+        )
+    return None
+
+
+def field_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``field: old -> new`` for each field that differs (``-`` for one left unset)."""
+    return [
+        f"{key}: {_shown(old, key)} -> {_shown(new, key)}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
+
+
+def _shown(fields: dict[str, Any], key: str) -> str:
+    if key not in fields:
+        return "-"
+    # A diff lands in CI logs: a webhook's literal credentials are not shown.
+    value = redact_payload(fields[key]) if key == "payload" else fields[key]
+    return orjson.dumps(value).decode()
