@@ -24,8 +24,8 @@ from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
-from warren_cron.monitor.configured import configured_targets
 from warren_cron.monitor.autopause import FailurePauser
+from warren_cron.monitor.configured import configured_targets
 from warren_cron.monitor.dashboard import Dashboard
 from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
