@@ -1,9 +1,9 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
-It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 root in a chroot
-(``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs and Erlang
-cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it never
-touches the machine's shared broker.
+It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 or 4.3 root in a
+chroot (``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs
+and Erlang cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it
+never touches the machine's shared broker.
 """
 
 from __future__ import annotations
@@ -164,7 +164,8 @@ class PrivateBroker:
     def sync_metadata(self) -> None:
         """Flush what a ``kill -9`` would lose of declarations made in the last seconds.
 
-        Mnesia's log holds the queue records; Ra's dets tables (its server directory and the
+        Mnesia's log holds the queue records (on Khepri, 4.3, it answers "not running" and
+        Raft already keeps them on disk); Ra's dets tables (its server directory and the
         per-server term and vote) are saved every 0.5-5 s: a quorum queue declared since then
         comes back from a kill -9 without a leader, and whatever is routed to it waits forever.
         """
