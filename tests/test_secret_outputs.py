@@ -40,7 +40,7 @@ def failed_all(envelopes: list[Envelope]) -> Any:
 
 
 def export_outputs(broker: TestBroker) -> dict[str, str]:
-    """``failed.py export``: the records but for their stored payloads, and those payloads
+    """``warren failed export``: the records but for their stored payloads, and those payloads
     (which keep a literal Authorization for ``restore``, by design)."""
     lines = [
         orjson.loads(line)
@@ -59,11 +59,11 @@ def json_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def script_outputs(broker: TestBroker, runs: list[str]) -> dict[str, str]:
-    """What ``failed.py`` and ``history.py`` print about the runs, by command line."""
-    commands: list[tuple[str, ...]] = [("history.py", "list", "--json")]
+    """What ``warren failed`` and ``warren history`` print about the runs, by command line."""
+    commands: list[tuple[str, ...]] = [("history", "list", "--json")]
     for run in runs:
-        commands += [("failed.py", "show", run), ("failed.py", "show", run, "--json")]
-        commands += [("history.py", "show", run), ("history.py", "show", run, "--json")]
+        commands += [("failed", "show", run), ("failed", "show", run, "--json")]
+        commands += [("history", "show", run), ("history", "show", run, "--json")]
     outputs = {}
     for command in commands:
         result = run_warren(broker, *command)
@@ -117,8 +117,8 @@ async def test_no_output_anywhere_shows_a_secret_the_endpoint_echoed(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Worker and monitor logs, the failure records, history, alerts, ``failed.py`` and
-    ``history.py`` in text and JSON, and the dashboard's pages: no secret in any form, while
+    """Worker and monitor logs, the failure records, history, alerts, ``warren failed`` and
+    ``warren history`` in text and JSON, and the dashboard's pages: no secret in any form, while
     the excerpt still shows the rest of what the endpoint said."""
     monkeypatch.setenv("HOOK_TOKEN", ENV_SECRET)
     with capture_logs() as logs:
@@ -145,7 +145,7 @@ async def test_no_output_anywhere_shows_a_secret_the_endpoint_echoed(
     assert {f"HTTP {status}" for status in STATUSES} <= {e.split(" from")[0][-8:] for e in errors}
     monitor_lines = [e for e in logs if e["event"] == "task failed"]
     assert len(monitor_lines) == 3 and all(CONTEXT in e["error"] for e in monitor_lines)
-    assert all(CONTEXT in outputs[f"failed.py show {run}"] for run in runs)
+    assert all(CONTEXT in outputs[f"failed show {run}"] for run in runs)
     assert all(CONTEXT in outputs[f"runs/{quote(run)}"] for run in runs)
     assert all(CONTEXT in outputs[f"failed/record?run_id={quote(run)}"] for run in runs)
-    assert all(CONTEXT in outputs[f"history.py show {run}"] for run in runs)
+    assert all(CONTEXT in outputs[f"history show {run}"] for run in runs)

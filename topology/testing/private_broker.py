@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -27,6 +28,9 @@ CONSUMER_TIMEOUT_MS = 4000
 HEARTBEAT_SECONDS = 2
 #: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
 NET_TICKTIME_SECONDS = 8
+#: Where private nodes listen: above the machine's node (5672, 15672, 25672), below the
+#: kernel's ephemeral ports.
+NODE_PORTS = (26000, 32000)
 
 
 class BrokerNode(Protocol):
@@ -60,6 +64,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def node_port() -> int:
+    """A free port for a private node, below the kernel's ephemeral ports (32768 and up on
+    Linux): a port from that range, free while its node is stopped, may become an outgoing
+    connection's own port, and the node could not start there again (eaddrinuse)."""
+    while True:
+        port = NODE_PORTS[0] + secrets.randbelow(NODE_PORTS[1] - NODE_PORTS[0])
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
 class PrivateBroker:
     """One RabbitMQ node of the test run's own.
 
@@ -68,17 +86,24 @@ class PrivateBroker:
     """
 
     def __init__(
-        self, base: Path, install: Install | None = None, cookie: str | None = None
+        self,
+        base: Path,
+        install: Install | None = None,
+        cookie: str | None = None,
+        *,
+        management: bool = False,
     ) -> None:
         self.install = install or Install.of(release())
         self.base, self.inner = self.install.place(base)
         self.home = cookie or self.inner
-        self.port = free_port()
-        self.dist_port = free_port()
+        self.port = node_port()
+        self.dist_port = node_port()
         self.node = f"warren_t{uuid.uuid4().hex[:6]}@localhost"
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
         self.consumer_timeout_ms = CONSUMER_TIMEOUT_MS
+        #: The management API's port, when the node runs the plugin (some seconds more to start).
+        self.api_port = node_port() if management else None
         self._write_config()
 
     def _write_config(self) -> None:
@@ -88,6 +113,11 @@ class PrivateBroker:
             "loopback_users = none\n"
             f"consumer_timeout = {self.consumer_timeout_ms}\n"
             f"heartbeat = {HEARTBEAT_SECONDS}\n"
+            + (
+                f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.api_port}\n"
+                if self.management_url
+                else ""
+            )
         )
         # The consumer timeout is checked on each channel tick (60 s by default), and quorum
         # queues report their length to list_queues on each of their ticks (5 s by default):
@@ -96,8 +126,14 @@ class PrivateBroker:
             "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]},\n"
             f" {{kernel, [{{net_ticktime, {NET_TICKTIME_SECONDS}}}]}}].\n"
         )
-        (self.base / "enabled_plugins").write_text("[].\n")
+        plugins = "rabbitmq_management" if self.management_url else ""
+        (self.base / "enabled_plugins").write_text(f"[{plugins}].\n")
         (self.base / "rabbitmq-env.conf").write_text("ERL_EPMD_ADDRESS=127.0.0.1\n")
+
+    @property
+    def management_url(self) -> str | None:
+        """The management API's URL, when the node runs the plugin."""
+        return f"http://127.0.0.1:{self.api_port}/" if self.api_port else None
 
     def env(self) -> dict[str, str]:
         """Environment for the server and rabbitmqctl of this node only."""
