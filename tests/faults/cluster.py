@@ -4,18 +4,22 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import LEADING
+from tests.namespace import TestBroker, namespace_for
+from warren_cron.broker.connect import connect
 from warren_cron.envelope import Envelope
+from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.install import release
-from warren_cron.testing.ledger import Fate
+from warren_cron.testing.ledger import Fate, Ledger
 from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Proc
+from warren_cron.testing.processes import Proc, Procs, base_env
 from warren_cron.testing.scenario import StillInFlight
 from warren_cron.testing.waits import NeverHappened, eventually
 from warren_cron.testing.workload import ledger_envelope, workload
@@ -23,6 +27,28 @@ from warren_cron.testing.workload import ledger_envelope, workload
 #: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
 #: timeout, 4 s, is raised for them while the test runs).
 LONG_ATTEMPTS = {"CRON_CONSUMER_TIMEOUT_SECONDS": "120", "CRON_TASK_TIMEOUT_SECONDS": "60"}
+
+
+@contextlib.asynccontextmanager
+async def cluster_scenario(
+    whole: PrivateCluster, ledger: Ledger, tmp_path: Path, item: pytest.Item
+) -> AsyncIterator[ClusterScenario]:
+    """A quorum-queue scenario of test ``item`` on the cluster; its processes are killed,
+    its namespace deleted and every node started again afterwards."""
+    settings = CronSettings(amqp_url=whole.url, heartbeat_seconds=2)
+    connection = await connect(settings, f"test:{item.name}", log_outages=False)
+    broker = TestBroker(whole.url, namespace_for(item), connection)
+    broker.queue_type = "quorum"
+    procs = Procs(tmp_path, base_env(whole.url, broker.names.namespace, ledger.path))
+    made = ClusterScenario(whole, broker, ledger, procs)
+    try:
+        yield made
+    finally:
+        procs.kill_all()
+        await made.close()
+        whole.restart_all()
+        await connection.close()
+        await broker.cleanup()
 
 
 def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
