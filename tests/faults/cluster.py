@@ -3,13 +3,14 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import ClusterScenario
+from tests.faults.harness import FREEZE_SECONDS, ClusterScenario
 from tests.faults.test_scheduler_faults import LEADING
 from tests.namespace import TestBroker, namespace_for
 from warren_cron.broker.connect import connect
@@ -49,6 +50,22 @@ async def cluster_scenario(
         whole.restart_all()
         await connection.close()
         await broker.cleanup()
+
+
+#: RabbitMQ 4.2 and later keep the exclusive queues of a node seen down until that node is
+#: back (or forgotten) instead of deleting them: the locks it held stay held meanwhile.
+LOCKS_WAIT_FOR_THE_NODE = release() == "4.3"
+
+
+async def back_if_locks_wait(node: PrivateBroker, frozen: bool = False) -> None:
+    """On 4.3, bring a killed or frozen ``node`` back: only then are the locks held there
+    dropped. A frozen one first stays frozen until its clients gave up their connections."""
+    if not LOCKS_WAIT_FOR_THE_NODE:
+        return
+    if frozen:
+        await asyncio.sleep(FREEZE_SECONDS)
+    node.thaw()
+    await asyncio.to_thread(node.start)
 
 
 def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
@@ -100,6 +117,11 @@ def locked_run(seconds: float) -> tuple[Envelope, str]:
     return run.model_copy(update=update), "ok"
 
 
+def both_logs(old: Proc, standby: Proc) -> str:
+    """The ends of both schedulers' logs."""
+    return f"old leader:\n{old.log()[-3000:]}\nstandby:\n{standby.log()[-3000:]}"
+
+
 async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     """Wait until a scheduler leads again once ``old`` lost its lock: the standby, or ``old``
     itself reconnected through another node (whichever declares the lock queue first)."""
@@ -110,9 +132,9 @@ async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     try:
         await eventually(lambda: leads() is not None, timeout, interval=0.2)
     except NeverHappened as error:
-        logs = f"old leader:\n{old.log()[-2000:]}\nstandby:\n{standby.log()[-2000:]}"
         raise AssertionError(
-            f"no scheduler leads {timeout} s after the takeover:\n{logs}"
+            f"no scheduler leads {timeout} s after the takeover:\n{both_logs(old, standby)}"
         ) from error
-    assert old.count(LEADING) + standby.count(LEADING) == 2, "two schedulers took the lock"
+    taken = old.count(LEADING) + standby.count(LEADING)
+    assert taken == 2, f"two schedulers took the lock:\n{both_logs(old, standby)}"
     return leads()  # type: ignore[return-value]

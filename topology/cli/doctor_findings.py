@@ -101,7 +101,8 @@ def metadata_store(found: Survey) -> Finding:
 def _khepri_nodes(found: Survey) -> Finding:
     said = (
         "Khepri: any declare (queues, and the exclusive queues warren uses as the scheduler's "
-        "leader lock and the overlap locks) needs a majority of nodes up"
+        "leader lock and the overlap locks) needs a majority of nodes up, and a lock held on "
+        "a node that died stays held until that node is back"
     )
     if found.nodes == 2:
         return Finding(
