@@ -2,8 +2,10 @@
 # Install the project with its test and docs extras into .venv, then lint, type-check, build
 # the documentation and run every test.
 #   scripts/test.sh [pytest args]               on the broker at CRON_AMQP_URL (or localhost)
-#   scripts/test.sh --rabbitmq4 [pytest args]   the tests again on a private RabbitMQ 4.0 node,
-#       fault tests' nodes included (needs root: builds and caches a Debian trixie root once)
+#   scripts/test.sh --rabbitmq 4.3 [pytest args]  the tests again on a private node of RabbitMQ
+#       4.3 (or 4.0), fault tests' nodes included (needs root: builds and caches a Debian root
+#       once: sid for 4.3, trixie for 4.0); --rabbitmq4 is --rabbitmq 4.0. WARREN_RABBITMQ=4.3
+#       chooses the same without the option.
 # The cluster tests (three more nodes, some minutes) run after the rest, in one process, where
 # WARREN_TEST_CLUSTER=1.
 set -euo pipefail
@@ -21,11 +23,15 @@ cluster_tests() {  # one process: a cluster is three nodes, one is enough on two
     fi
 }
 
-if [ "${1:-}" = "--rabbitmq4" ]; then
-    shift
-    echo "== pytest on RabbitMQ 4.0"
-    "$VENV/bin/python" scripts/private_node.py --rabbitmq 4 -- "${tests[@]}" "$@"
-    WARREN_RABBITMQ=4 cluster_tests "$@"
+case "${1:-}" in
+--rabbitmq4) shift; WARREN_RABBITMQ=4.0 ;;
+--rabbitmq) WARREN_RABBITMQ="${2:?--rabbitmq needs a release: 3, 4.0 or 4.3}"; shift 2 ;;
+esac
+if [ "${WARREN_RABBITMQ:-3}" != 3 ]; then
+    export WARREN_RABBITMQ
+    echo "== pytest on RabbitMQ $WARREN_RABBITMQ"
+    "$VENV/bin/python" scripts/private_node.py --rabbitmq "$WARREN_RABBITMQ" -- "${tests[@]}" "$@"
+    cluster_tests "$@"
     exit 0
 fi
 default_url="$CRON_AMQP_URL"

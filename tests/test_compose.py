@@ -116,6 +116,16 @@ def test_the_cluster_profile_runs_three_joinable_nodes() -> None:
         assert mount in service["volumes"]
 
 
+def test_the_nodes_run_the_release_ci_tests_without_partition_handling() -> None:
+    """Every node runs RabbitMQ 4.3 (CI's second pass), whose Khepri store makes a minority
+    node powerless by itself: no cluster_partition_handling, which 4.3 ignores."""
+    tags = {str(s["image"]).partition(" ")[0] for s in rabbitmq_services().values()}
+    assert tags == {"rabbitmq:4.3-management"}
+    conf = (ROOT / "examples/rabbitmq/cluster.conf").read_text()
+    settings = [line for line in conf.splitlines() if not line.startswith("#")]
+    assert not [line for line in settings if "partition_handling" in line]
+
+
 @pytest.mark.parametrize("service", WARREN_SERVICES)
 def test_warren_services_are_given_every_node(service: str) -> None:
     """CRON_AMQP_URL lists each RabbitMQ node of compose, the seed first, and parses."""

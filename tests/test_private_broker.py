@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aio_pika
 import pytest
 
-from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.install import Install
+from warren_cron.testing.private_broker import PrivateBroker, node_port
 
 pytestmark = pytest.mark.faults
 
@@ -32,3 +35,12 @@ async def test_durable_messages_survive_a_kill_of_the_private_node(
         assert message is not None and message.body == b"kept"
         await message.ack()
         await queue.delete()
+
+
+def test_private_nodes_listen_outside_the_ephemeral_ports(tmp_path: Path) -> None:
+    """A stopped node's ports cannot be taken by an outgoing connection meanwhile: they lie
+    below the kernel's ephemeral range, so a killed node always starts again on them."""
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    node = PrivateBroker(tmp_path / "node", Install())
+    chosen = [node.port, node.dist_port, *(node_port() for _ in range(200))]
+    assert not [port for port in chosen if low <= port <= high]

@@ -124,18 +124,37 @@ async def _exchanges(channel: AbstractChannel, names: Names) -> tuple[AbstractEx
     return unrouted, tasks, dlx
 
 
+def main_arguments(names: Names, settings: QueueSettings) -> dict[str, Any]:
+    """Arguments of the main queue, as every process declares it."""
+    return queue_arguments(
+        settings.queue_type, dead_letter_exchange=names.dlx, delivery_limit=settings.delivery_limit
+    )
+
+
+def kept_arguments(queue_type: QueueType) -> dict[str, Any]:
+    """Arguments of the failed and monitor queues: read without consuming, never dropped."""
+    return queue_arguments(queue_type, delivery_limit=UNLIMITED_DELIVERIES)
+
+
+def retry_arguments(names: Names, queue_type: QueueType, step: RetryPlan) -> dict[str, Any]:
+    """Arguments of the retry queue of ``step``: its first delay, then back to the tasks."""
+    return queue_arguments(
+        queue_type,
+        ttl_ms=step.delays_ms[0],
+        dead_letter_exchange=names.tasks_exchange,
+        dead_letter_key=step.rest().key,
+        delivery_limit=UNLIMITED_DELIVERIES,  # the monitor peeks at the head
+    )
+
+
 async def declare_topology(
     channel: AbstractChannel, names: Names, settings: QueueSettings
 ) -> Topology:
     """Declare exchanges, the main, failed and monitor queues and their bindings."""
     unrouted, tasks, dlx = await _exchanges(channel, names)
-    queue_type = settings.queue_type
-    main_args = queue_arguments(
-        queue_type, dead_letter_exchange=names.dlx, delivery_limit=settings.delivery_limit
-    )
-    main = await durable_queue(channel, names.main_queue, main_args)
+    main = await durable_queue(channel, names.main_queue, main_arguments(names, settings))
     await main.bind(tasks, "#")
-    kept_args = queue_arguments(queue_type, delivery_limit=UNLIMITED_DELIVERIES)
+    kept_args = kept_arguments(settings.queue_type)
     failed = await durable_queue(channel, names.failed_queue, kept_args)
     monitor = await durable_queue(channel, names.monitor_queue, kept_args)
     for queue in (failed, monitor):
@@ -162,12 +181,6 @@ class PlanDeclarer:
                 self._declared.add(step.key)
 
     async def _declare_step(self, step: RetryPlan) -> None:
-        args = queue_arguments(
-            self._queue_type,
-            ttl_ms=step.delays_ms[0],
-            dead_letter_exchange=self._names.tasks_exchange,
-            dead_letter_key=step.rest().key,
-            delivery_limit=UNLIMITED_DELIVERIES,  # the monitor peeks at the head
-        )
+        args = retry_arguments(self._names, self._queue_type, step)
         queue = await durable_queue(self._channel, self._names.retry_queue(step.key), args)
         await queue.bind(self._names.dlx, step.key)

@@ -3,19 +3,24 @@ flowing, what "nothing lost" means, and a run that holds an overlap lock."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import ClusterScenario
+from tests.faults.harness import FREEZE_SECONDS, ClusterScenario
 from tests.faults.test_scheduler_faults import LEADING
+from tests.namespace import TestBroker, namespace_for
+from warren_cron.broker.connect import connect
 from warren_cron.envelope import Envelope
+from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.install import release
-from warren_cron.testing.ledger import Fate
+from warren_cron.testing.ledger import Fate, Ledger
 from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Proc
+from warren_cron.testing.processes import Proc, Procs, base_env
 from warren_cron.testing.scenario import StillInFlight
 from warren_cron.testing.waits import NeverHappened, eventually
 from warren_cron.testing.workload import ledger_envelope, workload
@@ -23,6 +28,44 @@ from warren_cron.testing.workload import ledger_envelope, workload
 #: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
 #: timeout, 4 s, is raised for them while the test runs).
 LONG_ATTEMPTS = {"CRON_CONSUMER_TIMEOUT_SECONDS": "120", "CRON_TASK_TIMEOUT_SECONDS": "60"}
+
+
+@contextlib.asynccontextmanager
+async def cluster_scenario(
+    whole: PrivateCluster, ledger: Ledger, tmp_path: Path, item: pytest.Item
+) -> AsyncIterator[ClusterScenario]:
+    """A quorum-queue scenario of test ``item`` on the cluster; its processes are killed,
+    its namespace deleted and every node started again afterwards."""
+    settings = CronSettings(amqp_url=whole.url, heartbeat_seconds=2)
+    connection = await connect(settings, f"test:{item.name}", log_outages=False)
+    broker = TestBroker(whole.url, namespace_for(item), connection)
+    broker.queue_type = "quorum"
+    procs = Procs(tmp_path, base_env(whole.url, broker.names.namespace, ledger.path))
+    made = ClusterScenario(whole, broker, ledger, procs)
+    try:
+        yield made
+    finally:
+        procs.kill_all()
+        await made.close()
+        whole.restart_all()
+        await connection.close()
+        await broker.cleanup()
+
+
+#: RabbitMQ 4.2 and later keep the exclusive queues of a node seen down until that node is
+#: back (or forgotten) instead of deleting them: the locks it held stay held meanwhile.
+LOCKS_WAIT_FOR_THE_NODE = release() == "4.3"
+
+
+async def back_if_locks_wait(node: PrivateBroker, frozen: bool = False) -> None:
+    """On 4.3, bring a killed or frozen ``node`` back: only then are the locks held there
+    dropped. A frozen one first stays frozen until its clients gave up their connections."""
+    if not LOCKS_WAIT_FOR_THE_NODE:
+        return
+    if frozen:
+        await asyncio.sleep(FREEZE_SECONDS)
+    node.thaw()
+    await asyncio.to_thread(node.start)
 
 
 def first_node_url(cluster: PrivateCluster, first: PrivateBroker) -> str:
@@ -74,6 +117,11 @@ def locked_run(seconds: float) -> tuple[Envelope, str]:
     return run.model_copy(update=update), "ok"
 
 
+def both_logs(old: Proc, standby: Proc) -> str:
+    """The ends of both schedulers' logs."""
+    return f"old leader:\n{old.log()[-3000:]}\nstandby:\n{standby.log()[-3000:]}"
+
+
 async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     """Wait until a scheduler leads again once ``old`` lost its lock: the standby, or ``old``
     itself reconnected through another node (whichever declares the lock queue first)."""
@@ -84,9 +132,9 @@ async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     try:
         await eventually(lambda: leads() is not None, timeout, interval=0.2)
     except NeverHappened as error:
-        logs = f"old leader:\n{old.log()[-2000:]}\nstandby:\n{standby.log()[-2000:]}"
         raise AssertionError(
-            f"no scheduler leads {timeout} s after the takeover:\n{logs}"
+            f"no scheduler leads {timeout} s after the takeover:\n{both_logs(old, standby)}"
         ) from error
-    assert old.count(LEADING) + standby.count(LEADING) == 2, "two schedulers took the lock"
+    taken = old.count(LEADING) + standby.count(LEADING)
+    assert taken == 2, f"two schedulers took the lock:\n{both_logs(old, standby)}"
     return leads()  # type: ignore[return-value]

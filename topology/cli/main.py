@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "enqueue": Subcommand("warren_cron.cli.enqueue", "enqueue one task, now or later"),
     "failed": Subcommand("warren_cron.cli.failed", "list, show, replay, purge failed tasks"),
     "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
+    "doctor": Subcommand("warren_cron.cli.doctor", "check the broker for what warren needs"),
     "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
     "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
     "schedules": Subcommand(

@@ -1,6 +1,6 @@
-"""Which RabbitMQ a private node runs: the installed ``rabbitmq-server`` (3.x) or, with
-``WARREN_RABBITMQ=4``, the RabbitMQ 4.0 root that ``rabbitmq4.sh`` (beside this module) builds
-and caches, run in a chroot."""
+"""Which RabbitMQ a private node runs: the installed ``rabbitmq-server`` (3.x), or with
+``WARREN_RABBITMQ=4.0`` (or ``4``) or ``4.3`` a Debian root of that release that
+``rabbitmq_root.sh`` (beside this module) builds and caches, run in a chroot."""
 
 from __future__ import annotations
 
@@ -11,13 +11,25 @@ from pathlib import Path
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
-#: Builds and mounts the 4.x root; shipped beside this module.
-ROOT_SCRIPT = Path(__file__).with_name("rabbitmq4.sh")
+#: Builds and mounts the 4.x roots; shipped beside this module.
+ROOT_SCRIPT = Path(__file__).with_name("rabbitmq_root.sh")
+#: The releases a private node runs, by the names ``WARREN_RABBITMQ`` accepts for them.
+RELEASES = {"3": "3", "4": "4.0", "4.0": "4.0", "4.3": "4.3"}
+
+
+def release_of(value: str) -> str:
+    """``3``, ``4.0`` or ``4.3`` for a ``WARREN_RABBITMQ`` value (``4`` stays 4.0)."""
+    try:
+        return RELEASES[value.strip() or "3"]
+    except KeyError:
+        raise BrokerNodeError(
+            f"WARREN_RABBITMQ={value!r}: give 3 (this machine's), 4.0 (or 4) or 4.3"
+        ) from None
 
 
 def release() -> str:
-    """The RabbitMQ major version private nodes run: ``WARREN_RABBITMQ`` (3 or 4), else 3."""
-    return os.environ.get("WARREN_RABBITMQ", "3").strip() or "3"
+    """The release private nodes run: ``WARREN_RABBITMQ`` (3, 4.0 or 4.3), else 3."""
+    return release_of(os.environ.get("WARREN_RABBITMQ", "3"))
 
 
 class Install:
@@ -28,19 +40,18 @@ class Install:
 
     @classmethod
     def of(cls, version: str) -> Install:
-        """The installed 3.x, or the cached 4.x root (built on first use)."""
-        if version == "3":
+        """The installed 3.x, or the cached root of a 4.x release (built on first use)."""
+        chosen = release_of(version)
+        if chosen == "3":
             return cls()
-        if version != "4":
-            raise BrokerNodeError(f"WARREN_RABBITMQ={version!r}: give 3 or 4")
         built = subprocess.run(
-            ["bash", str(ROOT_SCRIPT), "root"],
+            ["bash", str(ROOT_SCRIPT), chosen, "root"],
             capture_output=True,
             text=True,
             timeout=900,
         )
         if built.returncode != 0:
-            raise BrokerNodeError(f"{ROOT_SCRIPT} root failed:\n{built.stderr[-2000:]}")
+            raise BrokerNodeError(f"{ROOT_SCRIPT} {chosen} root failed:\n{built.stderr[-2000:]}")
         return cls(Path(built.stdout.strip().splitlines()[-1]))
 
     def command(self, program: str, *args: str) -> list[str]:

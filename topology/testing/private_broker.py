@@ -1,9 +1,9 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
-It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 root in a chroot
-(``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs and Erlang
-cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it never
-touches the machine's shared broker.
+It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 or 4.3 root in a
+chroot (``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs
+and Erlang cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it
+never touches the machine's shared broker.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -30,6 +31,9 @@ LASTING_CONSUMER_TIMEOUT_MS = 1_800_000
 LASTING_HEARTBEAT_SECONDS = 60
 #: How long a silent peer stays in a cluster: short, so isolating a node takes seconds.
 NET_TICKTIME_SECONDS = 8
+#: Where private nodes listen: above the machine's node (5672, 15672, 25672), below the
+#: kernel's ephemeral ports.
+NODE_PORTS = (26000, 32000)
 
 
 class BrokerNode(Protocol):
@@ -63,6 +67,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def node_port() -> int:
+    """A free port for a private node, below the kernel's ephemeral ports (32768 and up on
+    Linux): a port from that range, free while its node is stopped, may become an outgoing
+    connection's own port, and the node could not start there again (eaddrinuse)."""
+    while True:
+        port = NODE_PORTS[0] + secrets.randbelow(NODE_PORTS[1] - NODE_PORTS[0])
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
 class PrivateBroker:
     """One RabbitMQ node of the test run's own.
 
@@ -81,12 +99,13 @@ class PrivateBroker:
         *,
         port: int | None = None,
         lasting: bool = False,
+        management: bool = False,
     ) -> None:
         self.install = install or Install.of(release())
         self.base, self.inner = self.install.place(base)
         self.home = cookie or self.inner
-        self.port = port or free_port()
-        self.dist_port = free_port()
+        self.port = port or node_port()
+        self.dist_port = node_port()
         self.lasting = lasting
         self.node = (
             f"warren{port}@localhost" if port else f"warren_t{uuid.uuid4().hex[:6]}@localhost"
@@ -94,6 +113,8 @@ class PrivateBroker:
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
         self.consumer_timeout_ms = LASTING_CONSUMER_TIMEOUT_MS if lasting else CONSUMER_TIMEOUT_MS
+        #: The management API's port, when the node runs the plugin (some seconds more to start).
+        self.api_port = node_port() if management else None
         self._write_config()
 
     def _write_config(self) -> None:
@@ -103,6 +124,11 @@ class PrivateBroker:
             "loopback_users = none\n"
             f"consumer_timeout = {self.consumer_timeout_ms}\n"
             f"heartbeat = {LASTING_HEARTBEAT_SECONDS if self.lasting else HEARTBEAT_SECONDS}\n"
+            + (
+                f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {self.api_port}\n"
+                if self.management_url
+                else ""
+            )
         )
         # The consumer timeout is checked on each channel tick (60 s by default), and quorum
         # queues report their length to list_queues on each of their ticks (5 s by default):
@@ -111,8 +137,14 @@ class PrivateBroker:
             "[{rabbit, [{channel_tick_interval, 500}, {quorum_tick_interval, 500}]},\n"
             f" {{kernel, [{{net_ticktime, {NET_TICKTIME_SECONDS}}}]}}].\n"
         )
-        (self.base / "enabled_plugins").write_text("[].\n")
+        plugins = "rabbitmq_management" if self.management_url else ""
+        (self.base / "enabled_plugins").write_text(f"[{plugins}].\n")
         (self.base / "rabbitmq-env.conf").write_text("ERL_EPMD_ADDRESS=127.0.0.1\n")
+
+    @property
+    def management_url(self) -> str | None:
+        """The management API's URL, when the node runs the plugin."""
+        return f"http://127.0.0.1:{self.api_port}/" if self.api_port else None
 
     def env(self) -> dict[str, str]:
         """Environment for the server and rabbitmqctl of this node only."""
@@ -180,7 +212,8 @@ class PrivateBroker:
     def sync_metadata(self) -> None:
         """Flush what a ``kill -9`` would lose of declarations made in the last seconds.
 
-        Mnesia's log holds the queue records; Ra's dets tables (its server directory and the
+        Mnesia's log holds the queue records (on Khepri, 4.3, it answers "not running" and
+        Raft already keeps them on disk); Ra's dets tables (its server directory and the
         per-server term and vote) are saved every 0.5-5 s: a quorum queue declared since then
         comes back from a kill -9 without a leader, and whatever is routed to it waits forever.
         """

@@ -107,6 +107,21 @@ class PrivateCluster:
             if node.node in outside:
                 node.restart()
 
+    def isolate(self, node: PrivateBroker) -> None:
+        """Cut ``node`` off from its peers, a network partition: it keeps running and serving
+        its own clients, but its Erlang distribution now refuses the others (a wrong cookie
+        for each of them), and they it. ``rejoin`` ends it."""
+        node.ctl("eval", f"[{_erl_cut('warren_cut')} || N <- [{self._peers(node)}]], ok.")
+
+    def rejoin(self, node: PrivateBroker) -> None:
+        """End ``isolate``: ``node`` accepts its peers again and they reconnect."""
+        cookie = "erlang:get_cookie()"
+        node.ctl("eval", f"[{_erl_cut(cookie)} || N <- [{self._peers(node)}]], ok.")
+        node.ctl("eval", f"[net_adm:ping(N) || N <- [{self._peers(node)}]], ok.")
+
+    def _peers(self, node: PrivateBroker) -> str:
+        return ",".join(f"'{other.node}'" for other in self.nodes if other is not node)
+
     def _status(self) -> dict[str, Any]:
         status: dict[str, Any] = orjson.loads(self.ctl("cluster_status", "--formatter", "json"))
         return status
@@ -134,3 +149,8 @@ class PrivateCluster:
         for node in self.nodes:
             node.remove()
         shutil.rmtree(self.cookie_dir, ignore_errors=True)
+
+
+def _erl_cut(cookie: str) -> str:
+    """Erlang: use ``cookie`` with peer ``N`` from now on, and drop the link to it."""
+    return f"begin erlang:set_cookie(N, {cookie}), erlang:disconnect_node(N) end"

@@ -1,0 +1,119 @@
+"""``warren doctor``: what matters for warren on this broker, each finding with what to do.
+
+Over AMQP alone: the server's version and support, Khepri or Mnesia where the version tells
+(before 3.13, and from 4.3), each queue of CRON_NAMESPACE against the arguments warren declares
+(a mismatch that makes declares fail with PRECONDITION_FAILED), the delivery limit warren sets,
+the timeouts of CRON_*, the delayed-message plugin, queues holding messages with no consumer,
+and the failed queue growing. With ``--management-url``, also: the khepri_db feature flag on
+3.13 to 4.2, the number of nodes, and policies lowering the delivery limit or the consumer
+timeout. Exit code: 0 fine, 1 warnings, 2 problems (or bad usage), 3 broker unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+
+import orjson
+
+from warren_cron.cli.common import EXIT_USAGE, aligned, run_command
+from warren_cron.cli.doctor_findings import LEVELS, Finding, broker_findings, worst
+from warren_cron.cli.doctor_queues import queue_findings
+from warren_cron.cli.doctor_survey import Survey, Timeouts, survey
+from warren_cron.errors import SettingsError
+from warren_cron.runtime.settings import CronSettings, load_settings, redact_urls
+
+EXIT_FOR = {"ok": 0, "info": 0, "warning": 1, "problem": 2}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line of ``warren doctor``."""
+    parser = argparse.ArgumentParser(
+        prog="warren doctor",
+        description="Check the broker for what matters to warren; each finding says what to do. "
+        "Exit code: 0 fine, 1 warnings, 2 problems, 3 broker unreachable.",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object, for machines")
+    parser.add_argument(
+        "--management-url",
+        metavar="URL",
+        help="the management API (http://user:pass@host:15672/; the AMQP URL's user by "
+        "default): adds the metadata store on 3.13-4.2, the nodes, and policies",
+    )
+    parser.add_argument(
+        "--watch",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="watch the failed queue this long for growth (default 5; 0 skips)",
+    )
+    return parser.parse_args(argv)
+
+
+def worker_timeouts() -> Timeouts:
+    """CRON_TASK_TIMEOUT_SECONDS and CRON_CONSUMER_TIMEOUT_SECONDS as a worker reads them."""
+    from warren_cron.worker.settings import WorkerSettings
+
+    fields = WorkerSettings.model_fields
+    defaults = Timeouts(
+        fields["task_timeout_seconds"].default, fields["consumer_timeout_seconds"].default
+    )
+    try:
+        worker = load_settings(WorkerSettings)
+    except SettingsError as error:
+        return Timeouts(defaults.task_seconds, defaults.consumer_seconds, str(error))
+    return Timeouts(worker.task_timeout_seconds, worker.consumer_timeout_seconds)
+
+
+def findings_of(found: Survey) -> list[Finding]:
+    """Every finding, broker-wide first."""
+    return [*broker_findings(found), *queue_findings(found)]
+
+
+def text(findings: list[Finding]) -> str:
+    """Findings as a table, worst first, then what to do for each that needs something."""
+    ranked = sorted(findings, key=lambda f: -LEVELS.index(f.level))
+    table = aligned(
+        [("LEVEL", "CHECK", "FINDING")] + [(f.level, f.check, f.summary) for f in ranked]
+    )
+    todo = [f"- {f.check}: {f.action}" for f in ranked if f.level in {"warning", "problem"}]
+    return table + ("\n\nwhat to do:\n" + "\n".join(todo) if todo else "")
+
+
+def as_json(found: Survey, findings: list[Finding]) -> str:
+    """The report as one JSON object."""
+    report = {
+        "broker": found.settings.safe_url,
+        "version": found.server.version,
+        "management": found.management,
+        "status": worst(findings),
+        "findings": [asdict(f) for f in findings],
+    }
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+
+
+async def diagnose(args: argparse.Namespace, settings: CronSettings) -> int:
+    """Survey the broker, print the findings; the exit code of the worst."""
+    found = await survey(settings, worker_timeouts(), args.watch, args.management_url)
+    findings = findings_of(found)
+    print(as_json(found, findings) if args.json else redact_urls(text(findings)))
+    return EXIT_FOR[worst(findings)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parse_args(argv)
+    try:
+        settings = load_settings(CronSettings)
+    except SettingsError as error:
+        print(f"warren doctor: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.watch < 0:
+        print("warren doctor: error: --watch takes seconds, 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    return run_command("warren doctor", diagnose(args, settings)) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
