@@ -21,7 +21,8 @@ import aio_pika
 from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import AMQPError, ChannelPreconditionFailed
 
-from warren_cron.broker.inspect import close_quietly, counts
+from warren_cron.broker.held import close_quietly
+from warren_cron.broker.inspect import counts
 
 #: The exchange type of the (archived) rabbitmq_delayed_message_exchange plugin.
 DELAYED_TYPE = "x-delayed-message"
