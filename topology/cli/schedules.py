@@ -15,7 +15,6 @@ import argparse
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -25,7 +24,7 @@ from warren_cron.broker.connect import connect
 from warren_cron.cli import schedules_apply, schedules_backfill
 from warren_cron.cli import schedules_store as store
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
-from warren_cron.clock import utc_text, utcnow
+from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, ScheduleNotFound, SettingsError
 from warren_cron.history.events import who
 from warren_cron.history.publisher import HistoryPublisher, publishing
@@ -36,8 +35,7 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
-from warren_cron.schedules.status import schedule_status, upcoming_fire
-from warren_cron.store.admin import pause_fields
+from warren_cron.store.listing import file_row, runtime_row
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -163,19 +161,6 @@ async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:
-    """One schedule: name, how it fires, next fire, pause."""
-    following = upcoming_fire(schedule, pause is not None, now)
-    return {
-        "name": schedule.name,
-        "source": "file",
-        "status": schedule_status(schedule, pause is not None, now),
-        "fires": schedule.timing.describe(),
-        "next_fire_at": utc_text(following) if following else None,
-        **pause_fields(pause),
-    }
-
-
 def table(found: list[dict[str, Any]], pauses: dict[str, Pause]) -> str:
     """Rows as an aligned text table; the pause, of any length, comes last."""
     cells = [("NAME", "SOURCE", "STATUS", "FIRES", "NEXT", "PAUSED")] + [
@@ -202,8 +187,8 @@ async def cmd_list(context: Context, args: argparse.Namespace) -> int:
         pauses = await read_pauses(connection, context.names)
         stored = await (await store.started(context.settings, connection)).list()
     now = utcnow()
-    found = [row(s, pauses.get(s.name), now) for s in context.schedules.schedules]
-    found += [store.runtime_row(item, context.settings, now) for item in stored]
+    found = [file_row(s, pauses.get(s.name), now) for s in context.schedules.schedules]
+    found += [runtime_row(item, context.settings, now) for item in stored]
     if args.json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -12,7 +12,6 @@ import sys
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +19,10 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError
-from warren_cron.clock import utc_text
 from warren_cron.errors import StoreError
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.schedules.schedule import build_schedule
-from warren_cron.schedules.status import upcoming_fire
-from warren_cron.store.admin import ScheduleAdmin, StoredSchedule, pause_fields
+from warren_cron.store.admin import ScheduleAdmin, StoredSchedule
 from warren_cron.store.changes import spec_json
 
 if TYPE_CHECKING:
@@ -166,19 +162,3 @@ def describe(stored: StoredSchedule) -> str:
         why = f": {item['reason']}" if item.get("reason") else ""
         lines.append(f"  v{item['version']} {item['kind']} {item['at']} by {item['by']}{why}")
     return "\n".join(lines)
-
-
-def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -> dict[str, Any]:
-    """One runtime schedule as ``list`` shows it."""
-    schedule = build_schedule(stored.spec, settings)
-    live = stored.status in ("active", "completed")
-    following = upcoming_fire(schedule, not live, now)
-    return {
-        "name": stored.name,
-        "source": "runtime",
-        "status": stored.status,
-        "version": stored.version,
-        "fires": schedule.timing.describe(),
-        "next_fire_at": utc_text(following) if following else None,
-        **pause_fields(stored.pause),
-    }

@@ -1,6 +1,6 @@
 """One row per schedule of CRON_SCHEDULES_FILE, like ``kubectl get cronjobs``.
 
-The first line says whether a scheduler leads (``topology/liveness.py``). Then, when each
+The first line says whether a scheduler leads (``topology/schedules/liveness.py``). Then, when each
 schedule fires, whether it is paused, its last fire, the outcome of its last ended
 run, its last success and failure, its next fire, its runs retrying now and its records in
 the failed queue. The history comes from the monitor's status fold (``<ns>_status``) and the
@@ -31,10 +31,10 @@ from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.history.snapshot import current_status
 from warren_cron.history.status import StatusFold
-from warren_cron.liveness import SchedulerView, scheduler_view
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.control import Pause, read_pauses
+from warren_cron.schedules.liveness import SchedulerView, scheduler_view
 from warren_cron.schedules.load import ScheduleSet, load_schedules
 from warren_cron.schedules.status import StatusRow, status_rows
 

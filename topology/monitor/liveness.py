@@ -1,6 +1,6 @@
 """The ``scheduler.down`` alert: no scheduler leads, or the leader falls behind its fires.
 
-The monitor follows ``<ns>_scheduler.beats`` live (``topology/liveness.py``) and, every few
+The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/liveness.py``) and, every few
 seconds, looks whether the leader queue is held. No leader (the queue free, or held with no
 beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
 ``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
@@ -17,7 +17,11 @@ from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQu
 
 from warren_cron.broker.exclusive import exists
 from warren_cron.history.reader import last_offset
-from warren_cron.liveness import (
+from warren_cron.monitor.alerts import Condition
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.names import Names
+from warren_cron.runtime.metrics import SCHEDULER_LAG, SCHEDULERS
+from warren_cron.schedules.liveness import (
     RECENT_BEATS,
     Beat,
     SchedulerView,
@@ -25,10 +29,6 @@ from warren_cron.liveness import (
     decode_beat,
     latest_by_scheduler,
 )
-from warren_cron.monitor.alerts import Condition
-from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.names import Names
-from warren_cron.runtime.metrics import SCHEDULER_LAG, SCHEDULERS
 
 #: The condition's key, and the event type of the signed event webhook.
 SCHEDULER_DOWN = "scheduler.down"

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from warren_cron.cli.schedules import row
-from warren_cron.cli.schedules_store import runtime_row
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleNotFound
 from warren_cron.history.events import event
@@ -36,13 +34,14 @@ from warren_cron.schedules.schedule import Schedule as Resolved
 from warren_cron.schedules.schedule import build_schedule
 from warren_cron.store.admin import StoredSchedule
 from warren_cron.store.changes import spec_json
+from warren_cron.store.listing import file_row, runtime_row
 
 
 async def list_schedules(call: Call) -> ScheduleList:
     """Every schedule: the file's, then the runtime ones (archived too)."""
     dashboard, now = call.dashboard, utcnow()
     pauses = dashboard.keeper.pauses
-    rows = [row(s, pauses.get(s.name), now) for s in dashboard.schedules]
+    rows = [file_row(s, pauses.get(s.name), now) for s in dashboard.schedules]
     stored = await dashboard.api.admin.list(sync=False)
     rows += [runtime_row(item, dashboard.settings, now) for item in stored]
     return ScheduleList.model_validate({"schedules": rows})
@@ -53,7 +52,7 @@ async def get_schedule(call: Call) -> Schedule:
     dashboard = call.dashboard
     schedule = dashboard.by_name.get(call.name)
     if schedule is not None:
-        found = row(schedule, dashboard.keeper.pauses.get(call.name), utcnow())
+        found = file_row(schedule, dashboard.keeper.pauses.get(call.name), utcnow())
         return Schedule.model_validate({**found, "spec": spec_json(schedule.spec), "history": []})
     try:
         return _detail(call, await dashboard.api.admin.get(call.name, sync=False))
