@@ -1,8 +1,8 @@
 """The ``scheduler.down`` alert: no scheduler leads, or the leader falls behind its fires.
 
 The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/liveness.py``) and,
-every few seconds, looks whether the leader queue is held. No leader (the queue free, or held with no
-beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
+every few seconds, looks whether the leader queue is held. No leader (the queue free, or held
+with no beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
 ``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
 resolves it.
 """
