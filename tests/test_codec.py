@@ -171,17 +171,19 @@ def test_every_task_message_decodes_to_its_envelope_under_one_run_id(
 @pytest.mark.parametrize(
     ("body", "message_id", "headers", "run_id"),
     [
-        ("from-body", "m", {"cron-run-id": "h"}, "from-body"),
+        ("b", "from-id", {"cron-run-id": "h"}, "from-id"),
+        ("from-body", None, {"cron-run-id": "h"}, "from-body"),
         (None, "from-id", {"cron-run-id": "h"}, "from-id"),
         ("", None, {"cron-run-id": b"from-header"}, "from-header"),
         (7, None, None, "7"),
         (None, None, {}, None),
     ],
 )
-def test_the_run_id_is_read_from_the_envelope_else_the_id_else_the_header(
+def test_the_run_id_is_read_from_the_message_id_else_the_envelope_else_the_header(
     body: object, message_id: str | None, headers: dict[str, Any] | None, run_id: str | None
 ) -> None:
-    """Parts that disagree (a hand-published message) resolve as the worker logs them."""
+    """Parts that disagree (a hand-published message) resolve to the publisher's message id:
+    one name per message, also where many bodies share one run id."""
     assert codec.run_id_of(body, message_id, headers) == run_id
 
 

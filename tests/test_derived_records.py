@@ -93,7 +93,8 @@ def test_a_record_prefers_its_copied_history_to_the_broker_one() -> None:
 @pytest.mark.parametrize(
     ("properties", "headers", "body", "run_id"),
     [
-        ({"message_id": "p"}, {"cron-run-id": "h"}, {"run_id": "from-body"}, "from-body"),
+        ({"message_id": "from-id"}, {"cron-run-id": "h"}, {"run_id": "b"}, "from-id"),
+        ({}, {"cron-run-id": "h"}, {"run_id": "from-body"}, "from-body"),
         ({"message_id": "from-property"}, {"cron-run-id": "h"}, {"task": "t"}, "from-property"),
         ({}, {"cron-run-id": "from-header"}, {"run_id": ""}, "from-header"),
         ({}, {}, {"run_id": "from-body"}, "from-body"),
@@ -101,11 +102,11 @@ def test_a_record_prefers_its_copied_history_to_the_broker_one() -> None:
         ({}, {}, {}, None),
     ],
 )
-def test_the_run_id_is_the_envelopes_else_the_message_id_else_the_header(
+def test_the_run_id_is_the_message_id_else_the_envelopes_else_the_header(
     properties: dict[str, Any], headers: dict[str, Any], body: dict[str, Any], run_id: str | None
 ) -> None:
-    """A record is listed under the run id the worker ran and logged it under (its envelope's);
-    a foreign message without one is still found by its message id or header."""
+    """A record is listed under its publisher's message id, as the worker logged it; a foreign
+    message without one is still found by its envelope's run id or the header."""
     record = record_from(orjson.dumps(body), headers, "final", MAIN, properties)
     assert record.run_id == run_id
 

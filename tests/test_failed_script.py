@@ -80,7 +80,7 @@ async def test_records_the_broker_dead_lettered_alone_get_a_derived_reason(
     """A NACK at final reads as retries-exhausted, an undeclared plan as no-retry-queue."""
     await broker.declare()
     for key, run_id in (("final", "r-final"), ("7s-9s", "r-unrouted")):
-        await publish_raw(broker, codec.encode(envelope("job", run_id=run_id)), key)
+        await publish_raw(broker, codec.encode(envelope("job")), key, message_id=run_id)
         await broker.reject_head()
     await broker.wait_depth(broker.names.failed_queue, 2)
     rows = json_out(run_warren(broker, "failed", "list", "--json"))

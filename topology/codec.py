@@ -177,9 +177,16 @@ def fire_outgoing(
 def run_id_of(
     body_run_id: object, message_id: str | None, headers: Mapping[str, Any] | None
 ) -> str | None:
-    """A message's run id: its envelope's (the one the worker ran and logged it under), else
-    its ``message_id``, else its ``cron-run-id`` header; None when it carries none."""
+    """A message's run id: its ``message_id``, else its envelope's, else its ``cron-run-id``
+    header; None when it carries none.
+
+    Ours carry one id in all three. A message published by someone else may not: the message
+    id is the publisher's name for that one message, while a body's ``run_id`` may be shared
+    by every message built from one template, which would fold their failures into one.
+    """
+    if message_id:
+        return message_id
     if isinstance(body_run_id, str | int | float) and body_run_id != "":
         return str(body_run_id)
-    found = message_id or (headers or _NONE).get(H_RUN_ID)
+    found = (headers or _NONE).get(H_RUN_ID)
     return None if found is None else text(found)
