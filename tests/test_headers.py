@@ -10,7 +10,15 @@ import orjson
 import pytest
 
 from tests.wire import MAIN, T0, death
-from warren_cron.headers import as_utc, attempt_number, jsonable, rejections, text, x_death
+from warren_cron.headers import (
+    as_utc,
+    attempt_number,
+    content_headers,
+    jsonable,
+    rejections,
+    text,
+    x_death,
+)
 
 
 @pytest.mark.parametrize(
@@ -118,3 +126,12 @@ def test_the_first_delivery_is_attempt_one() -> None:
     """No history, a missing header mapping or an empty one: attempt 1."""
     assert attempt_number(None, MAIN) == attempt_number({}, MAIN) == 1
     assert attempt_number({"x-death": 5}, MAIN) == 1
+
+
+def test_the_counts_a_broker_adds_at_each_delivery_are_not_a_messages_content() -> None:
+    """A record read again on RabbitMQ 4.x (x-delivery-count, x-acquired-count) is the same
+    record: replay counts it once; x-death and every header of ours stay."""
+    first = {"cron-run-id": "r", "x-death": [{"count": 1}], "a": 1}
+    again = {**first, "x-delivery-count": 2, "x-acquired-count": 3}
+    assert content_headers(again) == content_headers(first) == first
+    assert content_headers(None) == {}

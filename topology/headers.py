@@ -28,6 +28,14 @@ H_REDELIVERED = "cron-redelivered"
 H_HISTORY = "cron-history"
 
 
+def content_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A message's headers less what the broker adds at each delivery: quorum queues count
+    deliveries in ``x-delivery-count`` and, from RabbitMQ 4.x, ``x-acquired-count``; of the
+    broker's ``x-`` headers only ``x-death`` (where the message has been) is its content.
+    Reading a message again must not change what it is."""
+    return {k: v for k, v in (headers or {}).items() if not k.startswith("x-") or k == X_DEATH}
+
+
 def text(value: object) -> str:
     """A header value as text (the broker sends some strings as bytes)."""
     return value.decode(errors="replace") if isinstance(value, bytes | bytearray) else str(value)

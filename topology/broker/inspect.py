@@ -19,7 +19,15 @@ from aiormq.exceptions import ChannelNotFoundEntity
 
 from warren_cron.broker.held import close_quietly, holding
 from warren_cron.errors import PlanError
-from warren_cron.headers import H_FAILED_AT, H_X_DEATH, as_utc, jsonable, text, x_death
+from warren_cron.headers import (
+    H_FAILED_AT,
+    H_X_DEATH,
+    as_utc,
+    content_headers,
+    jsonable,
+    text,
+    x_death,
+)
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 
@@ -85,8 +93,7 @@ def age_seconds(message: AbstractIncomingMessage, now: datetime | None = None) -
 
 def fingerprint(message: AbstractIncomingMessage) -> str:
     """A digest of a message's content: the same record read twice has the same one."""
-    # Quorum queues count each delivery in x-delivery-count: reading must not change identity.
-    headers = {k: v for k, v in (message.headers or {}).items() if k != "x-delivery-count"}
+    headers = content_headers(message.headers)
     digest = hashlib.sha256(message.body)
     digest.update(orjson.dumps(jsonable(headers), option=orjson.OPT_SORT_KEYS))
     digest.update(f"{message.message_id}|{message.routing_key}".encode())

@@ -23,7 +23,7 @@ from warren_cron.broker.exclusive import plain_connection
 from warren_cron.declare import PlanDeclarer, QueueType, declare_topology
 from warren_cron.envelope import Envelope
 from warren_cron.errors import CONNECTION_ERRORS
-from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, x_death
+from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, content_headers, x_death
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
@@ -57,7 +57,8 @@ class StillInFlight(AssertionError):
 
 def fingerprint(message: AbstractIncomingMessage) -> str:
     """Same for two deliveries of one failed-queue message, different for two records."""
-    headers = orjson.dumps(message.headers or {}, default=repr, option=orjson.OPT_SORT_KEYS)
+    content = content_headers(message.headers)
+    headers = orjson.dumps(content, default=repr, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(headers + message.body).hexdigest()
 
 
