@@ -31,6 +31,7 @@ from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
+from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
 from warren_cron.worker.overlap import run_guarded
@@ -145,7 +146,8 @@ class Worker:
         await self._declare(channel)
         self._channel = channel
         publisher = await publish_channel(publish_conn)
-        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
+        later = Later(publisher, self.names, self.settings.queue_type)
+        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False), later)
         tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)
         self._adopter = Adopter(publisher, tasks, self.settings, self._settler)
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)

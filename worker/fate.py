@@ -4,6 +4,7 @@
 | ------------------------------- | ---------------------------------------------------- |
 | succeeded                       | ack                                                  |
 | retryable, plan not spent       | NACK without requeue: the broker moves it to a retry queue |
+| retryable with `Retry-After`    | a copy through the delay levels, then ack (`worker/later.py`) |
 | retryable, plan spent (`final`) | confirmed failure record, then ack                   |
 | terminal                        | confirmed failure record, then ack                   |
 | lock-contended, replaced        | ack: the overlap policy settled it, no retry spent   |
@@ -28,6 +29,8 @@ from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, Received, failure_record
 from warren_cron.worker.attempt import EXPIRED, Outcome, Result
 from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.later import Later
+from warren_cron.worker.retry_after import retry_after_hold
 
 log = structlog.get_logger("warren_cron.worker.fate")
 #: How long a failure record may wait for its confirm before the message is NACKed instead.
@@ -59,6 +62,8 @@ class Verdict:
     action: Action
     reason: str
     error: str | None = None
+    #: Seconds the next attempt waits in the delay levels instead of the plan's retry queue.
+    hold: int | None = None
 
 
 def decide(result: Result, routing_key: str, deadline: datetime | None = None) -> Verdict:
@@ -75,10 +80,12 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
     if not is_retry_key(routing_key):
         error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
         return Verdict(Action.FAIL, "invalid-retry-plan", error)
-    if deadline is not None and retry_starts(routing_key) > deadline:
+    hold = None if result.retry_after is None else retry_after_hold(result.retry_after, routing_key)
+    starts = retry_starts(routing_key) if hold is None else utcnow() + timedelta(seconds=hold)
+    if deadline is not None and starts > deadline:
         error = f"the next retry would start after the deadline {deadline}; last error: "
         return Verdict(Action.FAIL, EXPIRED, error + str(result.error))
-    return Verdict(Action.RETRY, result.reason, result.error)
+    return Verdict(Action.RETRY, result.reason, result.error, hold)
 
 
 def retry_starts(routing_key: str) -> datetime:
@@ -90,8 +97,9 @@ def retry_starts(routing_key: str) -> datetime:
 class Settler:
     """Carries out verdicts: ack, NACK, or publish a failure record then ack."""
 
-    def __init__(self, dlx: AbstractExchange) -> None:
+    def __init__(self, dlx: AbstractExchange, later: Later | None = None) -> None:
         self._dlx = dlx
+        self._later = later
 
     async def settle(
         self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
@@ -100,9 +108,19 @@ class Settler:
         if verdict.action in ACKED:
             await message.ack()
         elif verdict.action is Action.RETRY:
-            await message.reject()
+            await self._retry(message, verdict, attempt, run_id)
         else:
             await self.fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
+
+    async def _retry(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> None:
+        if verdict.hold is not None and self._later is not None:
+            rest = RetryPlan.from_key(message.routing_key).rest().key
+            if await self._later.send(message, verdict.hold, rest, attempt, run_id):
+                await message.ack()
+                return
+        await message.reject()
 
     async def fail(
         self,
