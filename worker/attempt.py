@@ -24,6 +24,8 @@ class Outcome(Enum):
     CONTENDED = "lock-contended"
     #: Cancelled: a newer run of a ``Replace`` schedule took over.
     REPLACED = "replaced"
+    #: Not run: flow control defers it ``retry_after`` seconds, no attempt spent.
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True, slots=True)

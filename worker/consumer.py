@@ -30,6 +30,7 @@ from warren_cron.worker.context import TaskContext
 from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
+from warren_cron.worker.flow import Flow
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
@@ -73,6 +74,7 @@ class Worker:
         self._report = Reporter(self._metrics, self.history)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
+        self._flow = Flow(settings, self._metrics) if settings.breaker_enabled else None
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -137,6 +139,9 @@ class Worker:
         await self._crashes.open(publish_conn)
         await self.history.start(publish_conn)
         stack.push_async_callback(self.history.close)
+        if self._flow is not None:
+            await self._flow.start(consume_conn, publish_conn)
+            stack.push_async_callback(self._flow.close)
         http = LazyHttp(self.settings)
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
@@ -234,11 +239,16 @@ class Worker:
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
         ctx = self._context(envelope, attempt, again)
+        flow = self._flow
+        if flow is not None and (deferred := flow.deferral(envelope)) is not None:
+            return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py).
         result = await run_guarded(
             self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
         )
+        if flow is not None:
+            flow.ended(envelope, result)
         return envelope, result
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:

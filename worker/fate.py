@@ -8,6 +8,7 @@
 | retryable, plan spent (`final`) | confirmed failure record, then ack                   |
 | terminal                        | confirmed failure record, then ack                   |
 | lock-contended, replaced        | ack: the overlap policy settled it, no retry spent   |
+| deferred (circuit open)         | a copy through the delay levels, then ack; no attempt spent |
 
 A failure record that cannot be published is never acked: the message is NACKed instead,
 and the broker dead-letters it (``final`` lands in the failed queue by binding, anything
@@ -16,6 +17,7 @@ else in the next retry queue or, for an unknown plan, the DLX's alternate exchan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -47,6 +49,8 @@ class Action(Enum):
     CONTENDED = "lock-contended"
     #: Acked after a newer run cancelled it, no retry spent (overlap policy ``Replace``).
     REPLACED = "replaced"
+    #: Not run: a copy waits in the delay levels, no attempt spent (flow control).
+    DEFER = "deferred"
 
 
 #: Actions that ack the message: its fate is settled without a failure record.
@@ -73,6 +77,8 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
         return Verdict(Action.ACK, result.reason)
     if result.outcome in _OVERLAP:
         return Verdict(_OVERLAP[result.outcome], result.reason, result.error)
+    if result.outcome is Outcome.DEFERRED:
+        return _deferred(result, deadline)
     if result.outcome is Outcome.TERMINAL:
         return Verdict(Action.FAIL, result.reason, result.error)
     if routing_key == FINAL_KEY:
@@ -86,6 +92,14 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
         error = f"the next retry would start after the deadline {deadline}; last error: "
         return Verdict(Action.FAIL, EXPIRED, error + str(result.error))
     return Verdict(Action.RETRY, result.reason, result.error, hold)
+
+
+def _deferred(result: Result, deadline: datetime | None) -> Verdict:
+    hold = math.ceil(result.retry_after or 0)
+    if deadline is not None and utcnow() + timedelta(seconds=hold) > deadline:
+        error = f"deferred past the deadline {deadline}: {result.error}"
+        return Verdict(Action.FAIL, EXPIRED, error)
+    return Verdict(Action.DEFER, result.reason, result.error, hold)
 
 
 def retry_starts(routing_key: str) -> datetime:
@@ -109,6 +123,8 @@ class Settler:
             await message.ack()
         elif verdict.action is Action.RETRY:
             await self._retry(message, verdict, attempt, run_id)
+        elif verdict.action is Action.DEFER:
+            await self._defer(message, verdict, attempt, run_id)
         else:
             await self.fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
 
@@ -121,6 +137,16 @@ class Settler:
                 await message.ack()
                 return
         await message.reject()
+
+    async def _defer(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> None:
+        assert self._later is not None and verdict.hold is not None
+        # Same plan, one attempt fewer than this one's number: the deferred attempt is unspent.
+        sent = await self._later.send(
+            message, verdict.hold, message.routing_key, attempt - 1, run_id
+        )
+        await (message.ack() if sent else message.reject())
 
     async def fail(
         self,

@@ -26,6 +26,7 @@ _LEVELS = {
     Action.FAIL: "error",
     Action.CONTENDED: "info",
     Action.REPLACED: "warning",
+    Action.DEFER: "info",
 }
 
 

@@ -67,6 +67,35 @@ class WorkerSettings(CronSettings):
         repr=False,
     )
 
+    breaker_enabled: bool = Field(
+        True,
+        description="Circuit breaker per http destination (scheme, host, port): while open, "
+        "attempts to it are deferred without spending one.",
+    )
+    breaker_error_rate: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Circuit breaker: share of the fleet's attempts to a destination that "
+        "failed (retryable) over the window that opens its circuit.",
+    )
+    breaker_window_seconds: float = Field(
+        30.0, ge=1, le=3600, description="Circuit breaker: the window error rates are taken over."
+    )
+    breaker_min_volume: int = Field(
+        20,
+        ge=1,
+        description="Circuit breaker: attempts the fleet must have made to a destination over "
+        "the window before its circuit may open.",
+    )
+    breaker_open_seconds: float = Field(
+        30.0,
+        ge=1,
+        le=86_400,
+        description="Circuit breaker: how long an open circuit defers attempts before one probe "
+        "may run.",
+    )
+
     _split_lists = field_validator(
         "handler_modules", "http_allow", "http_deny", "http_secret_env", mode="before"
     )(split_list)
