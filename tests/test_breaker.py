@@ -3,6 +3,7 @@ without spending them while open, closes when a probe succeeds."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.webhook import Endpoint, serve
 from warren_cron.clock import utcnow
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.breaker import Breaker, BreakerConfig, State
-from warren_cron.worker.fleet import read_report
+from warren_cron.worker.fleet import Report, read_report
 from warren_cron.worker.flow import destination
 
 CONFIG = BreakerConfig(error_rate=0.5, window_seconds=10, min_volume=4, open_seconds=5)
@@ -88,7 +89,7 @@ def test_a_failed_probe_opens_the_circuit_again() -> None:
 )
 def test_a_malformed_report_is_ignored(body: bytes) -> None:
     """Whatever reaches the fanout cannot break a worker or open a circuit."""
-    assert read_report(body) == ({}, [])
+    assert read_report(body) == Report()
 
 
 @pytest.mark.broker
@@ -122,6 +123,6 @@ async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_
     assert {e["reason"] for e in deferred(logs)} == {"circuit-open"}
 
 
-def deferred(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def deferred(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The attempt log lines of deferred attempts."""
     return [e for e in logs if e["event"] == "attempt" and e.get("outcome") == "deferred"]

@@ -20,8 +20,10 @@ counts from the next reports, within a second.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+
+from warren_cron.worker.window import Window
 
 
 class State(Enum):
@@ -44,27 +46,11 @@ class BreakerConfig:
 
 @dataclass(slots=True)
 class Circuit:
-    """One destination's counts over the window and its state."""
+    """One destination's ok and error counts over the window, and its state."""
 
-    #: ok and error counts by whole second of arrival.
-    seconds: dict[int, list[int]] = field(default_factory=dict)
+    window: Window
     opened_at: float | None = None
     probing: bool = False
-
-    def add(self, ok: int, errors: int, now: float, window: float) -> None:
-        """Count ``ok`` and ``errors`` at ``now``, forgetting what left the window."""
-        bucket = self.seconds.setdefault(int(now), [0, 0])
-        bucket[0] += ok
-        bucket[1] += errors
-        oldest = now - window
-        for second in [s for s in self.seconds if s < oldest]:
-            del self.seconds[second]
-
-    def totals(self) -> tuple[int, int]:
-        """Attempts and errors over the window."""
-        ok = sum(b[0] for b in self.seconds.values())
-        errors = sum(b[1] for b in self.seconds.values())
-        return ok + errors, errors
 
 
 class Breaker:
@@ -115,14 +101,15 @@ class Breaker:
 
     def heard(self, destination: str, ok: int, errors: int, now: float) -> None:
         """Counts a worker of the fleet (this one too) reported; may open the circuit."""
-        circuit = self._circuits.setdefault(destination, Circuit())
-        circuit.add(ok, errors, now, self.config.window_seconds)
-        if circuit.opened_at is None and self._trips(circuit):
+        circuit = self._circuits.get(destination) or self.close(destination)
+        circuit.window.add(ok, errors, now)
+        if circuit.opened_at is None and self._trips(circuit, now):
             circuit.opened_at = now
 
-    def close(self, destination: str) -> None:
-        """Close the circuit and forget its window: a probe succeeded."""
-        self._circuits[destination] = Circuit()
+    def close(self, destination: str) -> Circuit:
+        """Close the circuit and forget its window (a probe succeeded); return it."""
+        circuit = self._circuits[destination] = Circuit(Window(self.config.window_seconds))
+        return circuit
 
     def report(self) -> tuple[dict[str, list[int]], list[str]]:
         """The counts and closings to share, taken: the next report starts afresh."""
@@ -135,6 +122,7 @@ class Breaker:
         states = {d: self.state(d, now) for d in self._circuits}
         return {d: s for d, s in states.items() if s is not State.CLOSED}
 
-    def _trips(self, circuit: Circuit) -> bool:
-        total, errors = circuit.totals()
+    def _trips(self, circuit: Circuit, now: float) -> bool:
+        ok, errors = circuit.window.totals(now)
+        total = ok + errors
         return total >= self.config.min_volume and errors >= self.config.error_rate * total

@@ -30,7 +30,7 @@ from warren_cron.worker.context import TaskContext
 from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
-from warren_cron.worker.flow import Flow
+from warren_cron.worker.flow import Flow, wanted
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
@@ -74,7 +74,7 @@ class Worker:
         self._report = Reporter(self._metrics, self.history)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
-        self._flow = Flow(settings, self._metrics) if settings.breaker_enabled else None
+        self._flow = Flow(settings, self._metrics) if wanted(settings) else None
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -203,6 +203,8 @@ class Worker:
             self._settling.add(task)
             deadline = envelope.deadline if envelope else None
             verdict = decide(result, message.routing_key, deadline)
+            if self._flow is not None and envelope is not None:
+                verdict = self._flow.judged(envelope, verdict)
             run_id = envelope.run_id if envelope else message.message_id
             settled = await self._settle(message, verdict, attempt, run_id)
             failed = settled and verdict.action is Action.FAIL
@@ -240,7 +242,7 @@ class Worker:
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
         ctx = self._context(envelope, attempt, again)
         flow = self._flow
-        if flow is not None and (deferred := flow.deferral(envelope)) is not None:
+        if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
             return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py).

@@ -3,8 +3,10 @@ and hears everyone's (its own too) in an exclusive queue of its own.
 
 The exchange ``<ns>_flow`` is auto-deleted with the last worker's queue, and each queue with
 its worker's connection: a worker gone leaves nothing behind, and nothing outlives the
-fleet. Reports are small (one JSON object of counts per destination that saw attempts in
-that second), sent without confirms: a lost one costs a second of counts, never a task.
+fleet. A report is one small JSON object, sent without confirm when there is something to
+say: per destination, the breaker's ok and error counts (``breaker``) and the circuits this
+worker closed (``closed``), and the retry budget's first attempts and retries (``budget``).
+A lost report costs a second of counts, never a task; a malformed one is ignored.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import aio_pika
@@ -20,10 +23,12 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren_cron.worker.breaker import Breaker
+from warren_cron.worker.budget import RetryBudget
 
 log = structlog.get_logger("worker")
 #: Seconds between two reports of a worker's counts.
 REPORT_SECONDS = 1.0
+Counts = dict[str, tuple[int, int]]
 
 
 def flow_exchange(namespace: str) -> str:
@@ -31,22 +36,31 @@ def flow_exchange(namespace: str) -> str:
     return f"{namespace}_flow"
 
 
-def read_report(body: bytes) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """Counts and closings of a report; whatever is malformed in it is left out."""
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One worker's counts of one second."""
+
+    breaker: Counts = field(default_factory=dict)
+    closed: list[str] = field(default_factory=list)
+    budget: Counts = field(default_factory=dict)
+
+
+def read_report(body: bytes) -> Report:
+    """A report; whatever is malformed in it is left out."""
     try:
-        report = orjson.loads(body)
+        raw = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return {}, []
-    if not isinstance(report, dict):
-        return {}, []
-    counts = report.get("counts")
-    closed = report.get("closed")
-    return _counts(counts if isinstance(counts, dict) else {}), [
-        d for d in (closed if isinstance(closed, list) else []) if isinstance(d, str)
-    ]
+        return Report()
+    if not isinstance(raw, dict):
+        return Report()
+    closed = raw.get("closed")
+    names = [d for d in (closed if isinstance(closed, list) else []) if isinstance(d, str)]
+    return Report(_counts(raw.get("breaker")), names, _counts(raw.get("budget")))
 
 
-def _counts(raw: dict[str, Any]) -> dict[str, tuple[int, int]]:
+def _counts(raw: Any) -> Counts:
+    if not isinstance(raw, dict):
+        return {}
     return {
         destination: (pair[0], pair[1])
         for destination, pair in raw.items()
@@ -57,10 +71,11 @@ def _counts(raw: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 
 class FleetCounts:
-    """Shares this worker's counts and feeds the fleet's into the breaker."""
+    """Shares this worker's counts and feeds the fleet's into the breaker and the budget."""
 
-    def __init__(self, breaker: Breaker, namespace: str) -> None:
+    def __init__(self, breaker: Breaker | None, budget: RetryBudget | None, namespace: str) -> None:
         self._breaker = breaker
+        self._budget = budget
         self._exchange_name = flow_exchange(namespace)
         self._publisher: AbstractChannel | None = None
         self._loop: asyncio.Task[None] | None = None
@@ -85,19 +100,30 @@ class FleetCounts:
                 await self._loop
 
     async def _heard(self, message: AbstractIncomingMessage) -> None:
-        counts, closed = read_report(message.body)
-        now = time.monotonic()
-        for destination in closed:
-            self._breaker.close(destination)
-        for destination, (ok, errors) in counts.items():
-            self._breaker.heard(destination, ok, errors, now)
+        report, now = read_report(message.body), time.monotonic()
+        if self._breaker is not None:
+            for destination in report.closed:
+                self._breaker.close(destination)
+            for destination, (ok, errors) in report.breaker.items():
+                self._breaker.heard(destination, ok, errors, now)
+        if self._budget is not None:
+            for destination, (firsts, retries) in report.budget.items():
+                self._budget.heard(destination, firsts, retries, now)
+
+    def _taken(self) -> dict[str, Any]:
+        """What this worker has to say since its last report."""
+        said: dict[str, Any] = {}
+        if self._breaker is not None:
+            said["breaker"], said["closed"] = self._breaker.report()
+        if self._budget is not None:
+            said["budget"] = self._budget.report()
+        return {part: value for part, value in said.items() if value}
 
     async def _report_forever(self) -> None:
         while True:
             await asyncio.sleep(REPORT_SECONDS)
-            counts, closed = self._breaker.report()
-            if counts or closed:
-                await self._send(orjson.dumps({"counts": counts, "closed": closed}))
+            if said := self._taken():
+                await self._send(orjson.dumps(said))
 
     async def _send(self, body: bytes) -> None:
         assert self._publisher is not None

@@ -42,6 +42,11 @@ class WorkerMetrics:
         if self.enabled:
             self._m.BREAKER_STATE.labels(destination=destination).set(_CIRCUIT_LEVELS[state])
 
+    def budget_refused(self, destination: str) -> None:
+        """Record a retry refused because the destination's retry budget is spent."""
+        if self.enabled:
+            self._m.BUDGET_REFUSED.labels(destination=destination).inc()
+
     def started(self, scheduled_for: datetime, attempt: int) -> None:
         """Record the lag from a fire's scheduled time to its first attempt's start."""
         if self.enabled and attempt == 1:

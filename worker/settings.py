@@ -96,6 +96,31 @@ class WorkerSettings(CronSettings):
         "may run.",
     )
 
+    retry_budget_enabled: bool = Field(
+        True,
+        description="Retry budget per http destination: retries at most a share of the "
+        "fleet's first attempts there; past it a failure goes to the failed queue.",
+    )
+    retry_budget_ratio: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        description="Retry budget: retries allowed per first attempt to a destination over the "
+        "window (0.2: one retry per five first attempts).",
+    )
+    retry_budget_min_retries: int = Field(
+        10,
+        ge=0,
+        description="Retry budget: retries to a destination always allowed per window, so a "
+        "quiet destination keeps its retries.",
+    )
+    retry_budget_window_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=86_400,
+        description="Retry budget: the window first attempts and retries are counted over.",
+    )
+
     _split_lists = field_validator(
         "handler_modules", "http_allow", "http_deny", "http_secret_env", mode="before"
     )(split_list)
