@@ -123,6 +123,19 @@ async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_
     assert {e["reason"] for e in deferred(logs)} == {"circuit-open"}
 
 
+@pytest.mark.broker
+async def test_errors_seen_by_one_worker_open_the_circuit_on_every_worker(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """The error rate is the fleet's: both workers open the circuit, whichever ran the tasks."""
+    with serve(Endpoint(statuses=[503])) as endpoint:
+        workers = [await run_worker(**QUICK), await run_worker(**QUICK)]
+        for _ in range(4):
+            await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
+        await eventually(lambda: all(w._flow.states() for w in workers), timeout=10)
+    assert all(w._flow.states() == {destination(endpoint.url): State.OPEN} for w in workers)
+
+
 def deferred(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The attempt log lines of deferred attempts."""
     return [e for e in logs if e["event"] == "attempt" and e.get("outcome") == "deferred"]

@@ -74,7 +74,7 @@ class HttpTimeout(RetryableError):
     reason: ClassVar[str] = "timeout"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per request, and frozen costs a µs
 class Answer:
     """What an endpoint answered: its status, the start of its body, its ``Retry-After``."""
 
