@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack
+from typing import Any
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
@@ -35,10 +37,11 @@ from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
-from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.overlap import Attempt, run_guarded
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.report import Ended, Reporter
 from warren_cron.worker.settings import WorkerSettings
+from warren_cron.worker.slots import parse_limits, run_limited
 from warren_cron.worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
@@ -75,6 +78,7 @@ class Worker:
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
         self._flow = Flow(settings, self._metrics) if wanted(settings) else None
+        self._limits = parse_limits(settings.concurrency_limits)
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -245,13 +249,21 @@ class Worker:
         if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
             return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
-        # Forbid/Replace schedules run under their lock (worker/overlap.py).
-        result = await run_guarded(
-            self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
-        )
+        # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
+        # in a slot (worker/slots.py).
+        result = await run_guarded(self.settings, envelope, ctx, self._runner(envelope, ctx))
         if flow is not None:
             flow.ended(envelope, result)
         return envelope, result
+
+    def _runner(self, envelope: Envelope, ctx: TaskContext) -> Attempt:
+        def run() -> Coroutine[Any, Any, Result]:
+            return run_attempt(self._registry, envelope, ctx)
+
+        limit = self._limits.get(envelope.task)
+        if limit is None:
+            return run
+        return lambda: run_limited(self.settings, limit, envelope, run)
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(

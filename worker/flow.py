@@ -111,7 +111,7 @@ class Flow:
     def ended(self, envelope: Envelope, result: Result) -> None:
         """Count an attempt that ran, toward its destination's error rate."""
         target = task_destination(envelope) if self.breaker is not None else None
-        if target is None or self.breaker is None:
+        if target is None or self.breaker is None or result.outcome is Outcome.DEFERRED:
             return
         now = time.monotonic()
         self.breaker.ended(target, result.outcome is not Outcome.RETRYABLE, now)

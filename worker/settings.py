@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from warren_cron.runtime.settings import CronSettings, ModuleList, split_list
 from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
+from warren_cron.worker.slots import parse_limits
 
 
 class WorkerSettings(CronSettings):
@@ -67,6 +68,11 @@ class WorkerSettings(CronSettings):
         repr=False,
     )
 
+    concurrency_limits: ModuleList = Field(
+        default_factory=list,
+        description="Most attempts at once across the fleet: task=N, or task[field]=N per "
+        "value of a payload field (comma-separated, e.g. report=2,sync[customer]=1).",
+    )
     breaker_enabled: bool = Field(
         True,
         description="Circuit breaker per http destination (scheme, host, port): while open, "
@@ -122,13 +128,24 @@ class WorkerSettings(CronSettings):
     )
 
     _split_lists = field_validator(
-        "handler_modules", "http_allow", "http_deny", "http_secret_env", mode="before"
+        "handler_modules",
+        "http_allow",
+        "http_deny",
+        "http_secret_env",
+        "concurrency_limits",
+        mode="before",
     )(split_list)
 
     @field_validator("http_allow", "http_deny")
     @classmethod
     def _check_rules(cls, value: list[str]) -> list[str]:
         Rules.parse(value)
+        return value
+
+    @field_validator("concurrency_limits")
+    @classmethod
+    def _check_limits(cls, value: list[str]) -> list[str]:
+        parse_limits(value)
         return value
 
     def destination_policy(self) -> DestinationPolicy:
