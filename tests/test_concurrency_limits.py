@@ -41,12 +41,15 @@ class Ledger:
         return max(sum(1 for a, b, _ in spans if a <= start < b) for start, _, _ in spans)
 
 
-async def limited_workers(run_worker: Any, count: int, limits: str) -> Ledger:
-    """Start ``count`` in-process workers running ``busy`` under ``limits``; their ledger."""
+async def limited_workers(
+    run_worker: Any, count: int, limits: str | None, **settings: Any
+) -> Ledger:
+    """Start ``count`` in-process workers running ``busy`` under ``limits`` (and other
+    ``settings``); their ledger."""
     ledger, registry = Ledger(), Registry()
     registry.register("busy", ledger.busy)
     for _ in range(count):
-        await run_worker(registry, concurrency_limits=limits, prefetch=8)
+        await run_worker(registry, concurrency_limits=limits or "", prefetch=8, **settings)
     return ledger
 
 

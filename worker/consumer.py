@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
 from contextlib import AsyncExitStack
-from typing import Any
+from functools import partial
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
@@ -37,11 +36,12 @@ from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
-from warren_cron.worker.overlap import Attempt, run_guarded
+from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.rates import Buckets, parse_rates
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.report import Ended, Reporter
 from warren_cron.worker.settings import WorkerSettings
-from warren_cron.worker.slots import parse_limits, run_limited
+from warren_cron.worker.slots import limited_run, parse_limits
 from warren_cron.worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
@@ -79,6 +79,8 @@ class Worker:
         self._subscription: Subscription | None = None
         self._flow = Flow(settings, self._metrics) if wanted(settings) else None
         self._limits = parse_limits(settings.concurrency_limits)
+        rates = parse_rates(settings.rate_limits)
+        self._buckets = Buckets(self.names.namespace, rates) if rates else None
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -146,6 +148,9 @@ class Worker:
         if self._flow is not None:
             await self._flow.start(consume_conn, publish_conn)
             stack.push_async_callback(self._flow.close)
+        if self._buckets is not None:
+            await self._buckets.start(consume_conn)
+            stack.push_async_callback(self._buckets.close)
         http = LazyHttp(self.settings)
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
@@ -245,25 +250,20 @@ class Worker:
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
         ctx = self._context(envelope, attempt, again)
+        if self._buckets is not None and (waits := await self._buckets.admit(envelope.task)):
+            return envelope, waits
         flow = self._flow
         if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
             return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
         # in a slot (worker/slots.py).
-        result = await run_guarded(self.settings, envelope, ctx, self._runner(envelope, ctx))
+        run = partial(run_attempt, self._registry, envelope, ctx)
+        limited = limited_run(self.settings, self._limits.get(envelope.task), envelope, run)
+        result = await run_guarded(self.settings, envelope, ctx, limited)
         if flow is not None:
             flow.ended(envelope, result)
         return envelope, result
-
-    def _runner(self, envelope: Envelope, ctx: TaskContext) -> Attempt:
-        def run() -> Coroutine[Any, Any, Result]:
-            return run_attempt(self._registry, envelope, ctx)
-
-        limit = self._limits.get(envelope.task)
-        if limit is None:
-            return run
-        return lambda: run_limited(self.settings, limit, envelope, run)
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(

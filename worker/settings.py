@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from warren_cron.runtime.settings import CronSettings, ModuleList, split_list
 from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
+from warren_cron.worker.rates import parse_rates
 from warren_cron.worker.slots import parse_limits
 
 
@@ -73,6 +74,11 @@ class WorkerSettings(CronSettings):
         description="Most attempts at once across the fleet: task=N, or task[field]=N per "
         "value of a payload field (comma-separated, e.g. report=2,sync[customer]=1).",
     )
+    rate_limits: ModuleList = Field(
+        default_factory=list,
+        description="Most starts of a task per period across the fleet, with a burst: "
+        "task=N/PERIOD[:BURST] (comma-separated, e.g. report=10/1s,sync=100/1m:5).",
+    )
     breaker_enabled: bool = Field(
         True,
         description="Circuit breaker per http destination (scheme, host, port): while open, "
@@ -133,6 +139,7 @@ class WorkerSettings(CronSettings):
         "http_deny",
         "http_secret_env",
         "concurrency_limits",
+        "rate_limits",
         mode="before",
     )(split_list)
 
@@ -146,6 +153,12 @@ class WorkerSettings(CronSettings):
     @classmethod
     def _check_limits(cls, value: list[str]) -> list[str]:
         parse_limits(value)
+        return value
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _check_rates(cls, value: list[str]) -> list[str]:
+        parse_rates(value)
         return value
 
     def destination_policy(self) -> DestinationPolicy:

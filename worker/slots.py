@@ -93,6 +93,15 @@ async def run_limited(
     return _deferred(f"all {limit.slots} slots of {key} are held")
 
 
+def limited_run(
+    settings: CronSettings, limit: Limit | None, envelope: Envelope, attempt: Attempt
+) -> Attempt:
+    """``attempt``, run in a slot when the task has a ``limit``."""
+    if limit is None:
+        return attempt
+    return lambda: run_limited(settings, limit, envelope, attempt)
+
+
 def _deferred(why: str) -> Result:
     error = f"{why}; deferred {WAIT_SECONDS} s"
     return Result(Outcome.DEFERRED, LIMITED, error, retry_after=WAIT_SECONDS)
