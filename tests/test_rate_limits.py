@@ -7,14 +7,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
 
 from tests.conftest import plan
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
-from tests.test_concurrency_limits import limited_workers
+from tests.test_concurrency_limits import Ledger, limited_workers
 from warren_cron.errors import SettingsError
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.rates import Rate, bucket_queue, parse_rates
+from warren_cron.worker.registry import Registry
 
 
 def test_rates_read_limit_period_and_burst() -> None:
@@ -56,3 +58,38 @@ async def test_two_workers_start_tasks_at_the_limit_and_spend_no_attempt(
     middle = [s for s in starts if starts[0] + 1 <= s < starts[0] + 5]
     assert 18 <= len(middle) <= 22
     assert set(ledger.attempts) == {1}
+
+
+@pytest.mark.broker
+@pytest.mark.usefixtures("bucket")
+async def test_when_the_refilling_worker_is_gone_another_refills_the_bucket(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """The first worker holds the refill lock; once it stops, its connection (and the lock)
+    goes, the other worker takes the lock within a second, and limited tasks still run."""
+    first_ledger, second_ledger = Ledger(), Ledger()
+    workers = []
+    for ledger in (first_ledger, second_ledger):
+        registry = Registry()
+        registry.register("busy", ledger.busy)
+        workers.append(await run_worker(registry, rate_limits="busy=5/1s"))
+        # The first worker, alone at first, is the one that takes the lock.
+        await eventually(lambda: refill_lock_held(broker), timeout=10)
+    workers[0].stop()
+    await workers[0].stopped.wait()
+    for _ in range(10):
+        await publish(broker, envelope("busy", {"seconds": 0}), plan(60_000))
+    await eventually(lambda: len(second_ledger.spans) == 10, timeout=20)
+    assert first_ledger.spans == []
+
+
+async def refill_lock_held(broker: TestBroker) -> bool:
+    """True while a worker's connection holds the ``busy`` task's refill lock."""
+    channel = await broker.channel()
+    try:
+        await channel.declare_queue(f"{broker.names.namespace}_rate-refill.busy", passive=True)
+    except ChannelLockedResource:
+        return True
+    except ChannelNotFoundEntity:
+        return False
+    return True
