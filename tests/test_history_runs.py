@@ -164,3 +164,11 @@ def test_windows_grow_fourfold_and_end_at_since() -> None:
     starts = [T0 - start for start in windows(since, T0)]
     assert starts == [FIRST_WINDOW * 4**n for n in range(5)] + [timedelta(days=1)]
     assert windows(T0 - timedelta(minutes=1), T0) == [T0 - timedelta(minutes=1)]
+
+
+def test_a_deferred_run_is_not_ended_and_its_later_attempt_settles_it() -> None:
+    """A deferral (flow control) leaves the run open; the attempt that runs later ends it."""
+    deferred = fold([attempt(1, 1, "deferred")])
+    assert (deferred.outcome, deferred.ended_at) == ("deferred", None)
+    run = fold([attempt(1, 1, "deferred"), attempt(31, 1, "succeeded")])
+    assert (run.outcome, run.attempts) == ("succeeded", 1)

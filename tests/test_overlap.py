@@ -22,14 +22,16 @@ from warren_cron.worker.registry import Registry
 pytestmark = pytest.mark.broker
 
 
-async def two_workers(broker: TestBroker, spawn: Spawner) -> list[Process]:
-    """Two worker processes taking one task at a time, with the ``hold`` handler."""
+async def two_workers(broker: TestBroker, spawn: Spawner, **extra: str) -> list[Process]:
+    """Two worker processes taking one task at a time, with the ``hold`` handler (and the
+    ``extra`` environment)."""
     await broker.declare()  # the queues exist before either worker races to consume
     env = env_for(
         broker,
         CRON_HANDLER_MODULES="tests.overlap_handlers",
         CRON_PREFETCH="1",
         CRON_SHUTDOWN_GRACE_SECONDS="0.5",
+        **extra,
     )
     workers = [await spawn(["-m", "warren_cron.worker"], env) for _ in range(2)]
     for process in workers:

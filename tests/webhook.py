@@ -28,6 +28,10 @@ class Endpoint:
     delay: float = 0.0
     #: Keep connections open between requests (HTTP/1.1), as most services do.
     keep_alive: bool = False
+    #: Sent as ``Retry-After`` with every answer that is no 2xx.
+    retry_after: str | None = None
+    #: ``time.monotonic()`` of each request, in the order of ``requests``.
+    times: list[float] = field(default_factory=list)
 
     def next_status(self) -> int:
         """The scripted status for this request; the last one repeats."""
@@ -46,11 +50,14 @@ def serve(endpoint: Endpoint, host: str = "127.0.0.1") -> Iterator[Endpoint]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             endpoint.requests.append((self.path, dict(self.headers.items()), body))
             endpoint.calls.append((self.command, self.client_address[1]))
+            endpoint.times.append(time.monotonic())
             status = endpoint.next_status()
             time.sleep(endpoint.delay)
             self.send_response(status)
             if endpoint.location is not None:
                 self.send_header("Location", endpoint.location)
+            if endpoint.retry_after is not None and not 200 <= status < 300:
+                self.send_header("Retry-After", endpoint.retry_after)
             # A 204 has no body by definition; every other answer says the same few bytes.
             answer = b"" if status == 204 else b"not here!"
             self.send_header("Content-Length", str(len(answer)))

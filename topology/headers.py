@@ -26,6 +26,9 @@ X_DEATH = "x-death"
 #: On a copy adopted from a message the broker had handed out before: its run may have begun.
 H_REDELIVERED = "cron-redelivered"
 H_HISTORY = "cron-history"
+#: On a task the worker published again through the delay levels (a ``Retry-After`` retry, a
+#: deferral): the attempts it had spent, since the copy carries no ``x-death`` of its own.
+H_SPENT = "cron-spent"
 
 
 def content_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -88,8 +91,10 @@ def x_death(headers: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 
 def rejections(headers: Mapping[str, Any] | None, main_queue: str) -> int:
-    """How often the broker saw this message rejected from ``main_queue``."""
-    return sum(
+    """Attempts this message spent: the broker's count of its rejections from ``main_queue``,
+    plus those it spent before the worker published it again (``H_SPENT``)."""
+    spent = number((headers or {}).get(H_SPENT, 0))
+    return spent + sum(
         number(death.get("count", 0))
         for death in x_death(headers)
         if text(death.get("queue")) == main_queue and text(death.get("reason")) == "rejected"

@@ -24,6 +24,8 @@ class Outcome(Enum):
     CONTENDED = "lock-contended"
     #: Cancelled: a newer run of a ``Replace`` schedule took over.
     REPLACED = "replaced"
+    #: Not run: flow control defers it ``retry_after`` seconds, no attempt spent.
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,8 @@ class Result:
     error: str | None = None
     #: The HTTP status an ``http`` task got, for the run history.
     http_status: int | None = None
+    #: Seconds the endpoint asked to wait before the next attempt (``Retry-After``).
+    retry_after: float | None = None
 
 
 SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
@@ -87,7 +91,8 @@ async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) 
     except TimeoutError:
         return Result(Outcome.RETRYABLE, "timeout", f"attempt ran past {ctx.timeout_seconds}s")
     except TaskError as error:
-        return Result(Outcome.RETRYABLE, error.reason, describe(error), http_status(error))
+        wait = getattr(error, "retry_after", None)
+        return Result(Outcome.RETRYABLE, error.reason, describe(error), http_status(error), wait)
     except Exception as error:
         return Result(Outcome.RETRYABLE, "exception", describe(error), http_status(error))
     status = http_status(returned)

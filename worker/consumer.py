@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import AsyncExitStack
+from functools import partial
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
@@ -31,13 +32,17 @@ from warren_cron.worker.context import TaskContext
 from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
+from warren_cron.worker.flow import Flow, wanted
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
+from warren_cron.worker.later import Later
 from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
 from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.rates import Buckets, parse_rates
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.report import Ended, Reporter
 from warren_cron.worker.settings import WorkerSettings
+from warren_cron.worker.slots import limited_run, parse_limits
 from warren_cron.worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
@@ -73,6 +78,10 @@ class Worker:
         self._report = Reporter(self._metrics, self.history)
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
+        self._flow = Flow(settings, self._metrics) if wanted(settings) else None
+        self._limits = parse_limits(settings.concurrency_limits)
+        rates = parse_rates(settings.rate_limits)
+        self._buckets = Buckets(self.names.namespace, rates) if rates else None
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -137,6 +146,12 @@ class Worker:
         await self._crashes.open(publish_conn)
         await self.history.start(publish_conn)
         stack.push_async_callback(self.history.close)
+        if self._flow is not None:
+            await self._flow.start(consume_conn, publish_conn)
+            stack.push_async_callback(self._flow.close)
+        if self._buckets is not None:
+            await self._buckets.start(consume_conn)
+            stack.push_async_callback(self._buckets.close)
         http = LazyHttp(self.settings)
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
@@ -146,7 +161,8 @@ class Worker:
         await self._declare(channel)
         self._channel = channel
         publisher = await publish_channel(publish_conn)
-        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False))
+        later = Later(publisher, self.names, self.settings.queue_type)
+        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False), later)
         tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)
         self._adopter = Adopter(publisher, tasks, self.settings, self._settler)
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
@@ -197,6 +213,8 @@ class Worker:
             self._settling.add(task)
             deadline = envelope.deadline if envelope else None
             verdict = decide(result, message.routing_key, deadline)
+            if self._flow is not None and envelope is not None:
+                verdict = self._flow.judged(envelope, verdict)
             body_run_id = envelope.run_id if envelope else None
             run_id = run_id_of(body_run_id, message.message_id, message.headers)
             settled = await self._settle(message, verdict, attempt, run_id)
@@ -234,11 +252,19 @@ class Worker:
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
         ctx = self._context(envelope, attempt, again)
+        if self._buckets is not None and (waits := await self._buckets.admit(envelope.task)):
+            return envelope, waits
+        flow = self._flow
+        if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
+            return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
-        # Forbid/Replace schedules run under their lock (worker/overlap.py).
-        result = await run_guarded(
-            self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
-        )
+        # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
+        # in a slot (worker/slots.py).
+        run = partial(run_attempt, self._registry, envelope, ctx)
+        limited = limited_run(self.settings, self._limits.get(envelope.task), envelope, run)
+        result = await run_guarded(self.settings, envelope, ctx, limited)
+        if flow is not None:
+            flow.ended(envelope, result)
         return envelope, result
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:

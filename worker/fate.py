@@ -4,9 +4,11 @@
 | ------------------------------- | ---------------------------------------------------- |
 | succeeded                       | ack                                                  |
 | retryable, plan not spent       | NACK without requeue: the broker moves it to a retry queue |
+| retryable with `Retry-After`    | a copy through the delay levels, then ack (`worker/later.py`) |
 | retryable, plan spent (`final`) | confirmed failure record, then ack                   |
 | terminal                        | confirmed failure record, then ack                   |
 | lock-contended, replaced        | ack: the overlap policy settled it, no retry spent   |
+| deferred (circuit open)         | a copy through the delay levels, then ack; no attempt spent |
 
 A failure record that cannot be published is never acked: the message is NACKed instead,
 and the broker dead-letters it (``final`` lands in the failed queue by binding, anything
@@ -15,6 +17,7 @@ else in the next retry queue or, for an unknown plan, the DLX's alternate exchan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -28,6 +31,8 @@ from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, Received, failure_record
 from warren_cron.worker.attempt import EXPIRED, Outcome, Result
 from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.later import Later
+from warren_cron.worker.retry_after import retry_after_hold
 
 log = structlog.get_logger("warren_cron.worker.fate")
 #: How long a failure record may wait for its confirm before the message is NACKed instead.
@@ -44,6 +49,8 @@ class Action(Enum):
     CONTENDED = "lock-contended"
     #: Acked after a newer run cancelled it, no retry spent (overlap policy ``Replace``).
     REPLACED = "replaced"
+    #: Not run: a copy waits in the delay levels, no attempt spent (flow control).
+    DEFER = "deferred"
 
 
 #: Actions that ack the message: its fate is settled without a failure record.
@@ -59,6 +66,8 @@ class Verdict:
     action: Action
     reason: str
     error: str | None = None
+    #: Seconds the next attempt waits in the delay levels instead of the plan's retry queue.
+    hold: int | None = None
 
 
 def decide(result: Result, routing_key: str, deadline: datetime | None = None) -> Verdict:
@@ -68,6 +77,8 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
         return Verdict(Action.ACK, result.reason)
     if result.outcome in _OVERLAP:
         return Verdict(_OVERLAP[result.outcome], result.reason, result.error)
+    if result.outcome is Outcome.DEFERRED:
+        return _deferred(result, deadline)
     if result.outcome is Outcome.TERMINAL:
         return Verdict(Action.FAIL, result.reason, result.error)
     if routing_key == FINAL_KEY:
@@ -75,10 +86,20 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
     if not is_retry_key(routing_key):
         error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
         return Verdict(Action.FAIL, "invalid-retry-plan", error)
-    if deadline is not None and retry_starts(routing_key) > deadline:
+    hold = None if result.retry_after is None else retry_after_hold(result.retry_after, routing_key)
+    starts = retry_starts(routing_key) if hold is None else utcnow() + timedelta(seconds=hold)
+    if deadline is not None and starts > deadline:
         error = f"the next retry would start after the deadline {deadline}; last error: "
         return Verdict(Action.FAIL, EXPIRED, error + str(result.error))
-    return Verdict(Action.RETRY, result.reason, result.error)
+    return Verdict(Action.RETRY, result.reason, result.error, hold)
+
+
+def _deferred(result: Result, deadline: datetime | None) -> Verdict:
+    hold = math.ceil(result.retry_after or 0)
+    if deadline is not None and utcnow() + timedelta(seconds=hold) > deadline:
+        error = f"deferred past the deadline {deadline}: {result.error}"
+        return Verdict(Action.FAIL, EXPIRED, error)
+    return Verdict(Action.DEFER, result.reason, result.error, hold)
 
 
 def retry_starts(routing_key: str) -> datetime:
@@ -90,8 +111,9 @@ def retry_starts(routing_key: str) -> datetime:
 class Settler:
     """Carries out verdicts: ack, NACK, or publish a failure record then ack."""
 
-    def __init__(self, dlx: AbstractExchange) -> None:
+    def __init__(self, dlx: AbstractExchange, later: Later | None = None) -> None:
         self._dlx = dlx
+        self._later = later
 
     async def settle(
         self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
@@ -100,9 +122,31 @@ class Settler:
         if verdict.action in ACKED:
             await message.ack()
         elif verdict.action is Action.RETRY:
-            await message.reject()
+            await self._retry(message, verdict, attempt, run_id)
+        elif verdict.action is Action.DEFER:
+            await self._defer(message, verdict, attempt, run_id)
         else:
             await self.fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)
+
+    async def _retry(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> None:
+        if verdict.hold is not None and self._later is not None:
+            rest = RetryPlan.from_key(message.routing_key).rest().key
+            if await self._later.send(message, verdict.hold, rest, attempt, run_id):
+                await message.ack()
+                return
+        await message.reject()
+
+    async def _defer(
+        self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
+    ) -> None:
+        assert self._later is not None and verdict.hold is not None
+        # Same plan, one attempt fewer than this one's number: the deferred attempt is unspent.
+        sent = await self._later.send(
+            message, verdict.hold, message.routing_key, attempt - 1, run_id
+        )
+        await (message.ack() if sent else message.reject())
 
     async def fail(
         self,

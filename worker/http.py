@@ -25,6 +25,7 @@ import orjson
 import structlog
 from yarl import URL
 
+from warren_cron.clock import utcnow
 from warren_cron.errors import PermanentError, RetryableError
 from warren_cron.redaction import MIN_PART, Scrubber, header_secrets, sensitive_header
 from warren_cron.secret_sources import SecretSources
@@ -33,10 +34,13 @@ from warren_cron.webhook import HttpRequest, SecretRef, parse_request
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.destinations import DestinationPolicy
 from warren_cron.worker.resolver import PolicyResolver
+from warren_cron.worker.retry_after import retry_after
 from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("warren_cron.worker.http")
 RETRYABLE_STATUSES = frozenset({408, 429})
+#: The statuses whose ``Retry-After`` header sets the next attempt's delay.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
 EXCERPT_CHARS = 500
 #: What is read of a failed answer's body: enough bytes for ``EXCERPT_CHARS`` characters.
 EXCERPT_BYTES = EXCERPT_CHARS * 4
@@ -49,9 +53,11 @@ JSON_TYPE = {"Content-Type": "application/json"}
 class HttpStatusError(RetryableError):
     """The endpoint answered with a status worth retrying (408, 429, 5xx)."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        #: Seconds the endpoint asked to wait (``Retry-After`` on a 429 or 503), else None.
+        self.retry_after = retry_after
 
 
 class HttpStatusRejected(PermanentError):
@@ -66,6 +72,15 @@ class HttpTimeout(RetryableError):
     """No complete answer within the attempt's timeout."""
 
     reason: ClassVar[str] = "timeout"
+
+
+@dataclass(slots=True)  # not frozen: one is made per request, and frozen costs a µs
+class Answer:
+    """What an endpoint answered: its status, the start of its body, its ``Retry-After``."""
+
+    status: int
+    body: bytes
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +149,18 @@ def request_secrets(request: HttpRequest, sent: dict[str, str], url: URL) -> Ite
     yield from (value for value in query if len(value) >= MIN_PART)
 
 
-def check_status(method: str, url: URL, status: int, body: bytes, scrub: Scrubber) -> None:
+def check_status(method: str, url: URL, answer: Answer, scrub: Scrubber) -> None:
     """Raise unless the status is 2xx, naming the status and the start of the body, which is
     scrubbed before it is cut so that no secret straddles the cut."""
+    status, body = answer.status, answer.body
     if 200 <= status < 300:
         return
     text = scrub(body.decode("utf-8", "replace"), cut=len(body) >= EXCERPT_BYTES)
     excerpt = text[:EXCERPT_CHARS]
     message = f"HTTP {status} from {method} {shown(url)}: {excerpt}"
     if status in RETRYABLE_STATUSES or status >= 500:
-        raise HttpStatusError(message, status)
+        wait = answer.retry_after if status in RETRY_AFTER_STATUSES else None
+        raise HttpStatusError(message, status, wait)
     raise HttpStatusRejected(message, status)
 
 
@@ -193,9 +210,9 @@ class HttpHandler:
         headers = self.headers(request, ctx, url, body)
         scrub = Scrubber(request_secrets(request, headers, url))
         timeout = min(request.timeout or ctx.timeout_seconds, ctx.timeout_seconds)
-        status, kept = await self._send(request.method, url, headers, body, timeout, scrub)
-        check_status(request.method, url, status, kept, scrub)
-        return {"status": status}
+        answer = await self._send(request.method, url, headers, body, timeout, scrub)
+        check_status(request.method, url, answer, scrub)
+        return {"status": answer.status}
 
     def headers(
         self, request: HttpRequest, ctx: TaskContext, url: URL, body: bytes | None
@@ -222,7 +239,7 @@ class HttpHandler:
         body: bytes | None,
         seconds: float,
         scrub: Scrubber,
-    ) -> tuple[int, bytes]:
+    ) -> Answer:
         try:
             async with self._session.request(
                 method,
@@ -232,8 +249,11 @@ class HttpHandler:
                 allow_redirects=False,
                 timeout=client_timeout(seconds),
             ) as response:
-                keep = 0 if 200 <= response.status < 300 else EXCERPT_BYTES
-                return response.status, await read_body(response, keep)
+                status = response.status
+                if 200 <= status < 300:
+                    return Answer(status, await read_body(response, 0))
+                wait = retry_after(response.headers.get("Retry-After"), utcnow())
+                return Answer(status, await read_body(response, EXCERPT_BYTES), wait)
         except aiohttp.InvalidURL as error:
             raise PermanentError(f"cannot call {shown(url)}: {why(error, url, scrub)}") from None
         except TimeoutError:

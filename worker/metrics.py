@@ -11,6 +11,9 @@ from typing import Any
 
 from warren_cron.clock import utcnow
 
+#: The gauge's value of each circuit state.
+_CIRCUIT_LEVELS = {"closed": 0, "half-open": 1, "open": 2}
+
 
 class WorkerMetrics:
     """Counts attempts, retries, failures, durations and start lag by task."""
@@ -33,6 +36,16 @@ class WorkerMetrics:
             self._m.RETRIES.labels(task=task).inc()
         elif outcome == "failed":
             self._m.FAILED.labels(task=task, reason=reason).inc()
+
+    def circuit(self, destination: str, state: str) -> None:
+        """Record the state of a destination's circuit."""
+        if self.enabled:
+            self._m.BREAKER_STATE.labels(destination=destination).set(_CIRCUIT_LEVELS[state])
+
+    def budget_refused(self, destination: str) -> None:
+        """Record a retry refused because the destination's retry budget is spent."""
+        if self.enabled:
+            self._m.BUDGET_REFUSED.labels(destination=destination).inc()
 
     def started(self, scheduled_for: datetime, attempt: int) -> None:
         """Record the lag from a fire's scheduled time to its first attempt's start."""

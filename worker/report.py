@@ -27,6 +27,7 @@ _LEVELS = {
     Action.FAIL: "error",
     Action.CONTENDED: "info",
     Action.REPLACED: "warning",
+    Action.DEFER: "info",
 }
 
 

@@ -8,6 +8,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from warren_cron.runtime.settings import CronSettings, ModuleList, split_list
 from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
+from warren_cron.worker.rates import parse_rates
+from warren_cron.worker.slots import parse_limits
 
 
 class WorkerSettings(CronSettings):
@@ -67,14 +69,96 @@ class WorkerSettings(CronSettings):
         repr=False,
     )
 
+    concurrency_limits: ModuleList = Field(
+        default_factory=list,
+        description="Most attempts at once across the fleet: task=N, or task[field]=N per "
+        "value of a payload field (comma-separated, e.g. report=2,sync[customer]=1).",
+    )
+    rate_limits: ModuleList = Field(
+        default_factory=list,
+        description="Most starts of a task per period across the fleet, with a burst: "
+        "task=N/PERIOD[:BURST] (comma-separated, e.g. report=10/1s,sync=100/1m:5).",
+    )
+    breaker_enabled: bool = Field(
+        False,
+        description="Circuit breaker per http destination (scheme, host, port): while open, "
+        "attempts to it are deferred without spending one.",
+    )
+    breaker_error_rate: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Circuit breaker: share of the fleet's attempts to a destination that "
+        "failed (retryable) over the window that opens its circuit.",
+    )
+    breaker_window_seconds: float = Field(
+        30.0, ge=1, le=3600, description="Circuit breaker: the window error rates are taken over."
+    )
+    breaker_min_volume: int = Field(
+        20,
+        ge=1,
+        description="Circuit breaker: attempts the fleet must have made to a destination over "
+        "the window before its circuit may open.",
+    )
+    breaker_open_seconds: float = Field(
+        30.0,
+        ge=1,
+        le=86_400,
+        description="Circuit breaker: how long an open circuit defers attempts before one probe "
+        "may run.",
+    )
+
+    retry_budget_enabled: bool = Field(
+        False,
+        description="Retry budget per http destination: retries at most a share of the "
+        "fleet's first attempts there; past it a failure goes to the failed queue.",
+    )
+    retry_budget_ratio: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        description="Retry budget: retries allowed per first attempt to a destination over the "
+        "window (0.2: one retry per five first attempts).",
+    )
+    retry_budget_min_retries: int = Field(
+        10,
+        ge=0,
+        description="Retry budget: retries to a destination always allowed per window, so a "
+        "quiet destination keeps its retries.",
+    )
+    retry_budget_window_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=86_400,
+        description="Retry budget: the window first attempts and retries are counted over.",
+    )
+
     _split_lists = field_validator(
-        "handler_modules", "http_allow", "http_deny", "http_secret_env", mode="before"
+        "handler_modules",
+        "http_allow",
+        "http_deny",
+        "http_secret_env",
+        "concurrency_limits",
+        "rate_limits",
+        mode="before",
     )(split_list)
 
     @field_validator("http_allow", "http_deny")
     @classmethod
     def _check_rules(cls, value: list[str]) -> list[str]:
         Rules.parse(value)
+        return value
+
+    @field_validator("concurrency_limits")
+    @classmethod
+    def _check_limits(cls, value: list[str]) -> list[str]:
+        parse_limits(value)
+        return value
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _check_rates(cls, value: list[str]) -> list[str]:
+        parse_rates(value)
         return value
 
     def destination_policy(self) -> DestinationPolicy:

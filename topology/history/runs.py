@@ -1,7 +1,8 @@
 """Fold events into runs: what happened to one run id, from its fire to its end.
 
 A run's outcome is ``running`` from its fire (or replay) until an attempt ends it:
-``succeeded``, ``failed``, ``retrying`` while its plan goes on, ``lock-contended`` or
+``succeeded``, ``failed``, ``retrying`` while its plan goes on, ``deferred`` while flow
+control holds it back (no attempt spent), ``lock-contended`` or
 ``replaced`` when its overlap policy settled it, ``skipped`` when the scheduler did not
 publish it.
 
@@ -25,9 +26,18 @@ from warren_cron.history.events import Event
 
 RUNNING = "running"
 #: Every outcome a run can have, for filters (``history.py --outcome``).
-OUTCOMES = (RUNNING, "retrying", "succeeded", "failed", "lock-contended", "replaced", "skipped")
+OUTCOMES = (
+    RUNNING,
+    "retrying",
+    "deferred",
+    "succeeded",
+    "failed",
+    "lock-contended",
+    "replaced",
+    "skipped",
+)
 #: Outcomes after which nothing more happens to a run unless someone replays it.
-ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying"}
+ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying", "deferred"}
 #: Outcomes after which nothing more happens to a run at all: only a failed run leaves a
 #: record to replay or purge.
 SETTLED = ENDED - {"failed"}

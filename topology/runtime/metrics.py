@@ -23,6 +23,16 @@ ATTEMPT_SECONDS = Histogram(
     ["task"],
     buckets=(0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120, 600),
 )
+BREAKER_STATE = Gauge(
+    "cron_breaker_state",
+    "Circuit of each http destination as this worker sees it: 0 closed, 1 half-open, 2 open.",
+    ["destination"],
+)
+BUDGET_REFUSED = Counter(
+    "cron_retry_budget_refused",
+    "Retries refused because the http destination's retry budget was spent.",
+    ["destination"],
+)
 RETRIES = Counter("cron_retries", "Attempts handed to a retry queue.", ["task"])
 FAILED = Counter("cron_failed", "Tasks sent to the failed queue.", ["task", "reason"])
 FIRE_LAG = Histogram(

@@ -1,0 +1,142 @@
+"""The circuit breaker per http destination: opens on the fleet's error rate, defers attempts
+without spending them while open, closes when a probe succeeds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.conftest import plan
+from tests.helpers import envelope, publish
+from tests.namespace import TestBroker
+from tests.webhook import Endpoint, serve
+from warren_cron.clock import utcnow
+from warren_cron.testing.waits import eventually
+from warren_cron.worker.breaker import Breaker, BreakerConfig, State
+from warren_cron.worker.fleet import Report, read_report
+from warren_cron.worker.flow import destination
+
+CONFIG = BreakerConfig(error_rate=0.5, window_seconds=10, min_volume=4, open_seconds=5)
+DEST = "http://api.example:80"
+#: Settings of a worker whose breaker reacts within seconds.
+QUICK = {
+    "breaker_enabled": True,
+    "breaker_min_volume": 4,
+    "breaker_window_seconds": 30,
+    "breaker_open_seconds": 2,
+    "breaker_error_rate": 0.5,
+}
+
+
+def test_a_destination_is_scheme_host_and_port() -> None:
+    """Paths and queries do not split a destination; default ports are spelled out."""
+    assert destination("http://api.example/a?x=1") == destination("http://api.example:80/b")
+    assert destination("https://api.example/") == "https://api.example:443"
+    assert destination("ftp://x/") is None and destination("::nonsense") is None
+
+
+def test_the_circuit_opens_only_past_the_rate_with_enough_volume() -> None:
+    """Three errors out of three are too few; four out of six (over 50 %) open it."""
+    breaker = Breaker(CONFIG)
+    breaker.heard(DEST, 0, 3, now=100.0)
+    assert breaker.admit(DEST, 100.0) is None
+    breaker.heard(DEST, 2, 1, now=101.0)
+    assert breaker.state(DEST, 101.0) is State.OPEN
+    assert breaker.admit(DEST, 101.5) == 5
+
+
+def test_errors_older_than_the_window_do_not_count() -> None:
+    """An error rate is over the window: old errors age out."""
+    breaker = Breaker(CONFIG)
+    breaker.heard(DEST, 0, 3, now=100.0)
+    breaker.heard(DEST, 1, 0, now=115.0)
+    assert breaker.state(DEST, 115.0) is State.CLOSED
+
+
+def test_a_half_open_circuit_lets_one_probe_through_and_closes_on_its_success() -> None:
+    """After the open time one attempt runs, the others wait; its success closes the circuit
+    and is shared with the fleet."""
+    breaker = Breaker(CONFIG)
+    breaker.heard(DEST, 0, 4, now=100.0)
+    assert breaker.admit(DEST, 105.0) is None
+    assert breaker.admit(DEST, 105.1) == 5
+    breaker.ended(DEST, ok=True, now=105.2)
+    assert breaker.state(DEST, 105.2) is State.CLOSED
+    assert breaker.report() == ({DEST: [1, 0]}, [DEST])
+
+
+def test_a_failed_probe_opens_the_circuit_again() -> None:
+    """A probe that fails starts another open period."""
+    breaker = Breaker(CONFIG)
+    breaker.heard(DEST, 0, 4, now=100.0)
+    assert breaker.admit(DEST, 105.0) is None
+    breaker.ended(DEST, ok=False, now=105.5)
+    assert breaker.state(DEST, 106.0) is State.OPEN
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"nonsense",
+        b"[]",
+        b'{"counts": {"d": [1]}}',
+        b'{"counts": {"d": [-1, 2]}}',
+        b'{"closed": 3}',
+    ],
+)
+def test_a_malformed_report_is_ignored(body: bytes) -> None:
+    """Whatever reaches the fanout cannot break a worker or open a circuit."""
+    assert read_report(body) == Report()
+
+
+@pytest.mark.broker
+async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_it_recovers(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """Four 503s open the circuit; new tasks are deferred without reaching the endpoint or
+    spending an attempt, one whose deadline comes first ends ``expired``; once the endpoint
+    recovers a probe closes the circuit and the deferred tasks run as their attempt 1."""
+    with serve(Endpoint(statuses=[503])) as endpoint, capture_logs() as logs:
+        worker = await run_worker(**QUICK)
+        for _ in range(4):
+            await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
+        await eventually(lambda: bool(worker._flow.states()), timeout=10)
+        late = envelope("http", {"url": endpoint.url}, deadline=utcnow() + timedelta(seconds=1))
+        await publish(broker, late, plan(60_000))
+        runs = [envelope("http", {"url": f"{endpoint.url}/r{n}"}) for n in range(3)]
+        for env in runs:
+            await publish(broker, env, plan(60_000))
+        await eventually(lambda: len(deferred(logs)) >= 3, timeout=10)
+        assert len(endpoint.requests) == 4
+        endpoint.statuses = [200]
+        await eventually(lambda: len(endpoint.requests) >= 7, timeout=20)
+    [record] = await broker.get_all(broker.names.failed_queue)
+    assert (record.headers["cron-reason"], record.headers["cron-run-id"]) == (
+        "expired",
+        late.run_id,
+    )
+    later = [headers for path, headers, _ in endpoint.requests if path.startswith("/r")]
+    assert [h["X-Cron-Attempt"] for h in later] == ["1", "1", "1"]
+    assert {e["reason"] for e in deferred(logs)} == {"circuit-open"}
+
+
+@pytest.mark.broker
+async def test_errors_seen_by_one_worker_open_the_circuit_on_every_worker(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """The error rate is the fleet's: both workers open the circuit, whichever ran the tasks."""
+    with serve(Endpoint(statuses=[503])) as endpoint:
+        workers = [await run_worker(**QUICK), await run_worker(**QUICK)]
+        for _ in range(4):
+            await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
+        await eventually(lambda: all(w._flow.states() for w in workers), timeout=10)
+    assert all(w._flow.states() == {destination(endpoint.url): State.OPEN} for w in workers)
+
+
+def deferred(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The attempt log lines of deferred attempts."""
+    return [e for e in logs if e["event"] == "attempt" and e.get("outcome") == "deferred"]

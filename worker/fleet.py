@@ -1,0 +1,135 @@
+"""The fleet's http counts: each worker shares its own once a second on a fanout exchange
+and hears everyone's (its own too) in an exclusive queue of its own.
+
+The exchange ``<ns>_flow`` is auto-deleted with the last worker's queue, and each queue with
+its worker's connection: a worker gone leaves nothing behind, and nothing outlives the
+fleet. A report is one small JSON object, sent without confirm when there is something to
+say: per destination, the breaker's ok and error counts (``breaker``) and the circuits this
+worker closed (``closed``), and the retry budget's first attempts and retries (``budget``).
+A lost report costs a second of counts, never a task; a malformed one is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+import orjson
+import structlog
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+
+from warren_cron.worker.breaker import Breaker
+from warren_cron.worker.budget import RetryBudget
+
+log = structlog.get_logger("worker")
+#: Seconds between two reports of a worker's counts.
+REPORT_SECONDS = 1.0
+Counts = dict[str, tuple[int, int]]
+
+
+def flow_exchange(namespace: str) -> str:
+    """The fanout the workers of ``namespace`` share their counts on."""
+    return f"{namespace}_flow"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One worker's counts of one second."""
+
+    breaker: Counts = field(default_factory=dict)
+    closed: list[str] = field(default_factory=list)
+    budget: Counts = field(default_factory=dict)
+
+
+def read_report(body: bytes) -> Report:
+    """A report; whatever is malformed in it is left out."""
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return Report()
+    if not isinstance(raw, dict):
+        return Report()
+    closed = raw.get("closed")
+    names = [d for d in (closed if isinstance(closed, list) else []) if isinstance(d, str)]
+    return Report(_counts(raw.get("breaker")), names, _counts(raw.get("budget")))
+
+
+def _counts(raw: Any) -> Counts:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        destination: (pair[0], pair[1])
+        for destination, pair in raw.items()
+        if isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(n, int) and 0 <= n < 2**31 for n in pair)
+    }
+
+
+class FleetCounts:
+    """Shares this worker's counts and feeds the fleet's into the breaker and the budget."""
+
+    def __init__(self, breaker: Breaker | None, budget: RetryBudget | None, namespace: str) -> None:
+        self._breaker = breaker
+        self._budget = budget
+        self._exchange_name = flow_exchange(namespace)
+        self._publisher: AbstractChannel | None = None
+        self._loop: asyncio.Task[None] | None = None
+
+    async def start(self, consume: AbstractConnection, publish: AbstractConnection) -> None:
+        """Declare the fanout and this worker's queue, consume it, and report every second."""
+        listener = await consume.channel()
+        exchange = await listener.declare_exchange(
+            self._exchange_name, aio_pika.ExchangeType.FANOUT, auto_delete=True
+        )
+        queue = await listener.declare_queue(exclusive=True, auto_delete=True)
+        await queue.bind(exchange)
+        await queue.consume(self._heard, no_ack=True)
+        self._publisher = await publish.channel(publisher_confirms=False)
+        self._loop = asyncio.get_running_loop().create_task(self._report_forever())
+
+    async def close(self) -> None:
+        """Stop reporting."""
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+
+    async def _heard(self, message: AbstractIncomingMessage) -> None:
+        report, now = read_report(message.body), time.monotonic()
+        if self._breaker is not None:
+            for destination in report.closed:
+                self._breaker.close(destination)
+            for destination, (ok, errors) in report.breaker.items():
+                self._breaker.heard(destination, ok, errors, now)
+        if self._budget is not None:
+            for destination, (firsts, retries) in report.budget.items():
+                self._budget.heard(destination, firsts, retries, now)
+
+    def _taken(self) -> dict[str, Any]:
+        """What this worker has to say since its last report."""
+        said: dict[str, Any] = {}
+        if self._breaker is not None:
+            said["breaker"], said["closed"] = self._breaker.report()
+        if self._budget is not None:
+            said["budget"] = self._budget.report()
+        return {part: value for part, value in said.items() if value}
+
+    async def _report_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_SECONDS)
+            if said := self._taken():
+                await self._send(orjson.dumps(said))
+
+    async def _send(self, body: bytes) -> None:
+        assert self._publisher is not None
+        try:
+            exchange = await self._publisher.get_exchange(self._exchange_name, ensure=False)
+            await exchange.publish(aio_pika.Message(body), "")
+        except Exception as error:
+            # Counts lost for a second are a smaller harm than a worker that stops reporting.
+            log.warning("flow counts not shared", error=repr(error))
