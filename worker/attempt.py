@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import orjson
+
 from warren_cron.clock import utcnow
 from warren_cron.envelope import Envelope
 from warren_cron.errors import PermanentError, TaskError
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.registry import Registered, Registry
+from warren_cron.worker.settings import RESULT_MAX_BYTES
 
 
 class Outcome(Enum):
@@ -35,6 +38,8 @@ class Result:
     error: str | None = None
     #: The HTTP status an ``http`` task got, for the run history.
     http_status: int | None = None
+    #: What the handler returned, as JSON already encoded (None when it returned None).
+    value: orjson.Fragment | None = None
 
 
 SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
@@ -67,8 +72,30 @@ def http_status(value: object) -> int | None:
     return status if isinstance(status, int) else None
 
 
-async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) -> Result:
-    """Run the envelope's handler once and classify what happened."""
+def returned_result(returned: Any, limit: int) -> Result:
+    """The success of a handler that returned ``returned``: its value encoded as JSON once,
+    here, so that the history event embeds it as is; a value that is no JSON or is over
+    ``limit`` bytes fails the attempt for good (retrying would return it again)."""
+    status = http_status(returned)
+    try:
+        encoded = orjson.dumps(returned)
+    except TypeError as error:
+        why = f"the handler returned a value that is not JSON ({error}): return JSON data"
+        return Result(Outcome.TERMINAL, "bad-result", why, status)
+    if len(encoded) > limit:
+        why = (
+            f"the handler returned {len(encoded)} bytes of JSON, over CRON_RESULT_MAX_BYTES="
+            f"{limit}: return less (a reference to where the data is kept)"
+        )
+        return Result(Outcome.TERMINAL, "result-too-large", why, status)
+    return Result(Outcome.SUCCEEDED, "succeeded", None, status, orjson.Fragment(encoded))
+
+
+async def run_attempt(
+    registry: Registry, envelope: Envelope, ctx: TaskContext, limit: int = RESULT_MAX_BYTES
+) -> Result:
+    """Run the envelope's handler once and classify what happened; its return value is the
+    run's result, up to ``limit`` bytes of JSON."""
     registered = registry.get(envelope.task)
     if registered is None:
         known = ", ".join(registry.names())
@@ -90,5 +117,5 @@ async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) 
         return Result(Outcome.RETRYABLE, error.reason, describe(error), http_status(error))
     except Exception as error:
         return Result(Outcome.RETRYABLE, "exception", describe(error), http_status(error))
-    status = http_status(returned)
-    return SUCCESS if status is None else Result(Outcome.SUCCEEDED, "succeeded", None, status)
+    # Most handlers return nothing: they pay no encoding.
+    return SUCCESS if returned is None else returned_result(returned, limit)

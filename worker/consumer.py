@@ -201,9 +201,9 @@ class Worker:
             run_id = run_id_of(body_run_id, message.message_id, message.headers)
             settled = await self._settle(message, verdict, attempt, run_id)
             failed = settled and verdict.action is Action.FAIL
-            status = result.http_status
+            status, value = result.http_status, result.value
             self._report.ended(
-                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status)
+                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status, value)
             )
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
@@ -235,9 +235,11 @@ class Worker:
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
         ctx = self._context(envelope, attempt, again)
         self._metrics.started(envelope.scheduled_for, attempt)
+        self._report.started(message, envelope, attempt)
+        limit = self.settings.result_max_bytes
         # Forbid/Replace schedules run under their lock (worker/overlap.py).
         result = await run_guarded(
-            self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx)
+            self.settings, envelope, ctx, lambda: run_attempt(self._registry, envelope, ctx, limit)
         )
         return envelope, result
 
