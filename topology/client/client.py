@@ -93,9 +93,9 @@ class Client(ScheduleMethods):
         await self.connect()
         assert self._connection is not None
         if not self._history_declared:
-            self._history_declared = await declare_history(
-                self._connection, self._names, self.settings
-            )
+            # A stream declared with other retention stays as it is (declare_history warns).
+            await declare_history(self._connection, self._names, self.settings)
+            self._history_declared = True
         return self._connection, self._names.history_stream
 
     async def enqueue(

@@ -37,10 +37,10 @@ async def wait_for_end(
     run, ended = Run(run_id), asyncio.Event()
 
     def on_events(events: list[Event], offset: int) -> None:
-        for event in events:
-            if event.run_id == run_id:
-                run.apply(event)
-        if status_of(run_id, run, utcnow()).done:
+        mine = [event for event in events if event.run_id == run_id]
+        for event in mine:
+            run.apply(event)
+        if mine and status_of(run_id, run, utcnow()).done:
             ended.set()
 
     began = run_time(run_id)
