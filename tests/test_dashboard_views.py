@@ -124,6 +124,20 @@ def test_recent_runs_keep_the_last_of_each_schedule_and_the_notable_ones() -> No
     assert [r.run_id for r in recent.newest(lambda run: run.outcome == "failed", 5)] == ["s@1"]
 
 
+def test_an_attempts_started_mark_does_not_make_a_plain_success_notable() -> None:
+    """Fire, start, success: the run leaves with its schedule's older runs, as before workers
+    marked each attempt's start."""
+    recent = RecentRuns(per_schedule=1, notable=10)
+    for n in range(1, 3):
+        kinds: list[tuple[str, dict[str, object]]] = [
+            ("fired", {}),
+            ("started", {"attempt": 1}),
+            ("attempt", {"outcome": "succeeded"}),
+        ]
+        recent.on_events([Event(k, NOW, 0, f"s@{n}", "s", {"type": k, **d}) for k, d in kinds], n)
+    assert set(recent.runs) == {"s@2"}
+
+
 def test_the_offset_index_finds_where_a_time_begins_and_covers_only_what_it_followed() -> None:
     """A time's start is the first message holding an event of its minute or later (a writer
     whose clock runs ahead moves it back); a time before following began, or after every

@@ -132,6 +132,18 @@ class VersionConflict(StoreError):
         )
 
 
+class RunFailed(WarrenError):
+    """A run ended without a result: ``state`` is failed, expired or cancelled, ``error`` why."""
+
+    def __init__(self, run_id: str, state: str, error: str | None) -> None:
+        self.run_id, self.state, self.error = run_id, state, error
+        super().__init__(f"run {run_id} {state}: {error or 'no error recorded'}")
+
+
+class RunTimeout(WarrenError, TimeoutError):
+    """A run did not end within the time waited for it; it may still end later."""
+
+
 class MessageDecodeError(WarrenError, ValueError):
     """A message body that is not a valid task envelope."""
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import orjson
+
 from warren_cron.clock import utcnow
 from warren_cron.envelope import Envelope
 from warren_cron.errors import PermanentError, TaskError
@@ -39,8 +41,12 @@ class Result:
     http_status: int | None = None
     #: Seconds the endpoint asked to wait before the next attempt (``Retry-After``).
     retry_after: float | None = None
+    #: What the handler returned, as JSON already encoded (None when it returned None).
+    value: orjson.Fragment | None = None
 
 
+#: The default bound of a handler's return value as JSON (``CRON_RESULT_MAX_BYTES``).
+RESULT_MAX_BYTES = 65_536
 SUCCESS = Result(Outcome.SUCCEEDED, "succeeded")
 #: Reason of a task not run, or not retried, because its deadline (or ttl) passed.
 EXPIRED = "expired"
@@ -71,8 +77,30 @@ def http_status(value: object) -> int | None:
     return status if isinstance(status, int) else None
 
 
-async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) -> Result:
-    """Run the envelope's handler once and classify what happened."""
+def returned_result(returned: Any, limit: int) -> Result:
+    """The success of a handler that returned ``returned``: its value encoded as JSON once,
+    here, so that the history event embeds it as is; a value that is no JSON or is over
+    ``limit`` bytes fails the attempt for good (retrying would return it again)."""
+    status = http_status(returned)
+    try:
+        encoded = orjson.dumps(returned)
+    except TypeError as error:
+        why = f"the handler returned a value that is not JSON ({error}): return JSON data"
+        return Result(Outcome.TERMINAL, "bad-result", why, status)
+    if len(encoded) > limit:
+        why = (
+            f"the handler returned {len(encoded)} bytes of JSON, over CRON_RESULT_MAX_BYTES="
+            f"{limit}: return less (a reference to where the data is kept)"
+        )
+        return Result(Outcome.TERMINAL, "result-too-large", why, status)
+    return Result(Outcome.SUCCEEDED, "succeeded", None, status, value=orjson.Fragment(encoded))
+
+
+async def run_attempt(
+    registry: Registry, envelope: Envelope, ctx: TaskContext, limit: int = RESULT_MAX_BYTES
+) -> Result:
+    """Run the envelope's handler once and classify what happened; its return value is the
+    run's result, up to ``limit`` bytes of JSON."""
     registered = registry.get(envelope.task)
     if registered is None:
         known = ", ".join(registry.names())
@@ -95,5 +123,5 @@ async def run_attempt(registry: Registry, envelope: Envelope, ctx: TaskContext) 
         return Result(Outcome.RETRYABLE, error.reason, describe(error), http_status(error), wait)
     except Exception as error:
         return Result(Outcome.RETRYABLE, "exception", describe(error), http_status(error))
-    status = http_status(returned)
-    return SUCCESS if status is None else Result(Outcome.SUCCEEDED, "succeeded", None, status)
+    # Most handlers return nothing: they pay no encoding.
+    return SUCCESS if returned is None else returned_result(returned, limit)

@@ -219,9 +219,9 @@ class Worker:
             run_id = run_id_of(body_run_id, message.message_id, message.headers)
             settled = await self._settle(message, verdict, attempt, run_id)
             failed = settled and verdict.action is Action.FAIL
-            status = result.http_status
+            status, value = result.http_status, result.value
             self._report.ended(
-                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status)
+                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status, value)
             )
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
@@ -258,9 +258,11 @@ class Worker:
         if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
             return envelope, deferred
         self._metrics.started(envelope.scheduled_for, attempt)
+        self._report.started(message, envelope, attempt)
         # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
         # in a slot (worker/slots.py).
-        run = partial(run_attempt, self._registry, envelope, ctx)
+        limit = self.settings.result_max_bytes
+        run = partial(run_attempt, self._registry, envelope, ctx, limit)
         limited = limited_run(self.settings, self._limits.get(envelope.task), envelope, run)
         result = await run_guarded(self.settings, envelope, ctx, limited)
         if flow is not None:

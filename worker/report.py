@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 import structlog
 
 from warren_cron.codec import run_id_of
@@ -45,6 +46,8 @@ class Ended:
     #: The task went to the failed queue (its record confirmed, or dead-lettered as ``final``).
     failed: bool = False
     http_status: int | None = None
+    #: The handler's return value, as JSON already encoded.
+    result: orjson.Fragment | None = None
 
 
 class Reporter:
@@ -54,6 +57,18 @@ class Reporter:
         self._metrics = metrics
         self._history = history
         self._where: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+
+    def started(self, message: Delivery, envelope: Envelope, attempt: int) -> None:
+        """Report that an attempt began: its run shows ``running`` until it ends."""
+        if self._history is None:
+            return
+        ids: dict[str, Any] = {
+            "run_id": envelope.run_id,
+            "schedule": envelope.schedule,
+            "task": envelope.task,
+        }
+        replay = number(message.headers.get(H_REPLAYS)) or None
+        self._history.emit(event("started", **ids, replay=replay, attempt=attempt, **self._where))
 
     def ended(self, end: Ended) -> None:
         """Report one attempt's end."""
@@ -91,6 +106,7 @@ class Reporter:
                 duration_ms=ms,
                 error=error,
                 http_status=end.http_status,
+                result=end.result,
                 **self._where,
             )
         )

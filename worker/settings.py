@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from warren_cron.runtime.settings import CronSettings, ModuleList, split_list
+from warren_cron.worker.attempt import RESULT_MAX_BYTES
 from warren_cron.worker.destinations import DEFAULT_DENY, DestinationPolicy, Rules
 from warren_cron.worker.rates import parse_rates
 from warren_cron.worker.slots import parse_limits
@@ -41,6 +42,12 @@ class WorkerSettings(CronSettings):
     )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest task body run; a larger one fails at once."
+    )
+    result_max_bytes: int = Field(
+        RESULT_MAX_BYTES,
+        ge=16,
+        le=1_048_576,
+        description="Largest handler return value, as JSON; a larger one fails the attempt.",
     )
 
     http_allow: ModuleList = Field(

@@ -6,15 +6,17 @@ import asyncio
 from contextlib import suppress
 from typing import Any, Unpack
 
-from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import AbstractConnection, AbstractRobustChannel, AbstractRobustConnection
 
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.client.keys import KeyClaims
 from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
+from warren_cron.client.runs import RunHandle
 from warren_cron.client.schedules import ScheduleMethods
 from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.envelope import Envelope
+from warren_cron.history.stream import declare_history
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
@@ -38,6 +40,7 @@ class Client(ScheduleMethods):
         self._channel: AbstractRobustChannel | None = None
         self._publisher: TaskPublisher | None = None
         self._keys: KeyClaims | None = None
+        self._history_declared = False
 
     async def __aenter__(self) -> Client:
         await self.connect()
@@ -76,6 +79,24 @@ class Client(ScheduleMethods):
             self._publisher = self._keys = self._channel = None
             if connection is not None:
                 await connection.close()
+
+    def run(self, run: str | Enqueued) -> RunHandle:
+        """A handle on one run, by its id or by what ``enqueue`` returned: its status, and its
+        result once it ends."""
+        if isinstance(run, Enqueued):
+            return RunHandle(self, run.run_id, run.due)
+        return RunHandle(self, run)
+
+    async def history_access(self) -> tuple[AbstractConnection, str]:
+        """The connection (made if need be) and the history stream, declared once (no worker
+        may have run yet), for run handles."""
+        await self.connect()
+        assert self._connection is not None
+        if not self._history_declared:
+            # A stream declared with other retention stays as it is (declare_history warns).
+            await declare_history(self._connection, self._names, self.settings)
+            self._history_declared = True
+        return self._connection, self._names.history_stream
 
     async def enqueue(
         self, task: str, payload: Any = None, **options: Unpack[EnqueueOptions]

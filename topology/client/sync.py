@@ -13,7 +13,9 @@ from typing import Any, TypeVar, Unpack
 
 from warren_cron.client.client import Client
 from warren_cron.client.options import Enqueued, EnqueueOptions
+from warren_cron.client.runs import RunHandle
 from warren_cron.client.schedules import SyncScheduleMethods
+from warren_cron.history.lifecycle import RunStatus
 from warren_cron.runtime.settings import CronSettings
 
 T = TypeVar("T")
@@ -47,13 +49,13 @@ class SyncClient(SyncScheduleMethods):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+    def _call(self, coroutine: Coroutine[Any, Any, T], wait: float | None = None) -> T:
         if self._loop.is_closed():
             coroutine.close()
             raise RuntimeError("this SyncClient is closed: make a new one")
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
-            return future.result(self._timeout)
+            return future.result(wait or self._timeout)
         except TimeoutError:
             # Left running, it could still send the task after the caller was told it failed.
             future.cancel()
@@ -70,6 +72,10 @@ class SyncClient(SyncScheduleMethods):
         raises ``TimeoutError`` after ``timeout`` seconds (the task may have been sent)."""
         return self._call(self._client.enqueue(task, payload, **options))
 
+    def run(self, run: str | Enqueued) -> SyncRunHandle:
+        """``Client.run``: a handle on one run, by its id or by what ``enqueue`` returned."""
+        return SyncRunHandle(self, self._client.run(run))
+
     def close(self) -> None:
         """Close the connection and stop the background loop."""
         if self._loop.is_closed():
@@ -80,3 +86,23 @@ class SyncClient(SyncScheduleMethods):
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(self._timeout)
             self._loop.close()
+
+
+class SyncRunHandle:
+    """``RunHandle`` for code without an event loop: ``client.run(run_id).result(timeout=60)``."""
+
+    def __init__(self, client: SyncClient, handle: RunHandle) -> None:
+        self._client = client
+        self._handle = handle
+        self.run_id = handle.run_id
+
+    def status(self) -> RunStatus:
+        """Where the run stands now: its state and every attempt."""
+        return self._client._call(self._handle.status())
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run to end and return its result (``RunHandle.result``); with no
+        ``timeout``, wait as long as the client's own timeout."""
+        waited = self._client._timeout if timeout is None else timeout
+        # The call outlives the wait, so that the run's own RunTimeout is what the caller sees.
+        return self._client._call(self._handle.result(waited), waited + self._client._timeout)

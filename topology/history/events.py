@@ -8,8 +8,9 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `fired`     | `scheduled_for`, `plan`; a backfilled fire also `by`, `backfill` (true)       |
 | `triggered` | `scheduled_for`, `plan`, `by`, `reason`                                       |
 | `skipped`   | `scheduled_for`, `reason`                                                     |
+| `started`   | `attempt`, `host`, `pid`, `replay`                                            |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
-|             | `host`, `pid`, `replay`                                                       |
+|             | `result` (the handler's return value, JSON), `host`, `pid`, `replay`          |
 | `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
 | `replayed`  | `by`, `plan`, `replay`, `reason`                                              |
 | `purged`    | `by`, `reason`                                                                |
@@ -48,6 +49,7 @@ EventType = Literal[
     "fired",
     "triggered",
     "skipped",
+    "started",
     "attempt",
     "failed",
     "replayed",

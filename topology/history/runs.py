@@ -109,7 +109,12 @@ class Run:
 
     def story(self) -> dict[str, Any]:
         """The run with every event, as ``history.py show --json`` prints it."""
-        return {**self.summary(), "events": [_story_event(e) for e in self.in_order()]}
+        return {**self.summary(), "events": [_story_event(e) for e in self.told()]}
+
+    def told(self) -> list[Event]:
+        """The events a story tells (``in_order``), but an attempt's ``started`` mark: the
+        attempt's own event says when it began (``duration_ms`` before its end)."""
+        return [event for event in self.in_order() if event.type != "started"]
 
     def in_order(self) -> list[Event]:
         """The events in the order they happened (``causal_rank``): neither the stream's

@@ -1,4 +1,4 @@
-"""One run's story as steps: each event in the order it happened (``Run.in_order``), what
+"""One run's story as steps: each event in the order it happened (``Run.told``), what
 it says, and the wait before it.
 
 ``warren history show`` prints these steps as lines and the dashboard's run page as a timeline.
@@ -89,7 +89,7 @@ def steps(run: Run) -> list[Step]:
     """One step per event, in the order they happened; an attempt says how long it waited
     to start (from the end of the attempt before, or from the fire or replay)."""
     found, since = [], None
-    for event in run.in_order():
+    for event in run.told():
         waited = None
         if event.type == "attempt" and since is not None:
             started = event.at.timestamp() - float(event.get("duration_ms") or 0) / 1000

@@ -1,10 +1,11 @@
-"""What the API keeps beside the dashboard: its tokens, and the runtime schedules it reads
-and changes (a ``ScheduleAdmin`` following the store live)."""
+"""What the API keeps beside the dashboard: its tokens, the runtime schedules it reads and
+changes (a ``ScheduleAdmin`` following the store live), and a client to enqueue tasks."""
 
 from __future__ import annotations
 
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.client.client import Client
 from warren_cron.monitor.api.tokens import Caller, TokenTable
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.store.admin import ScheduleAdmin
@@ -16,6 +17,8 @@ class ApiState:
     def __init__(self, settings: MonitorSettings) -> None:
         self.tokens = TokenTable(settings.api_tokens)
         self._admin = ScheduleAdmin(settings) if self.tokens else None
+        #: Enqueues ``POST /runs``'s tasks; it connects at the first one.
+        self.client = Client(settings, name="warren-api")
 
     @property
     def admin(self) -> ScheduleAdmin:
@@ -33,6 +36,7 @@ class ApiState:
             await self._admin.start(connection)
 
     async def close(self) -> None:
-        """Stop following the store."""
+        """Stop following the store; close the client's connection."""
+        await self.client.close()
         if self._admin is not None:
             await self._admin.close()

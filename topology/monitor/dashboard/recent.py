@@ -21,7 +21,7 @@ PER_SCHEDULE = 5
 NOTABLE = 10_000
 #: Events that begin a run: a run kept from one of them holds its whole story.
 STARTS = frozenset({"fired", "triggered", "skipped"})
-_PLAIN = frozenset({"fired", "attempt"})
+_PLAIN = frozenset({"fired", "started", "attempt"})
 
 
 class RecentRuns:

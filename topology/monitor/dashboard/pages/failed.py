@@ -12,6 +12,7 @@ from aiohttp import web
 from warren_cron.failed.replay import Replayer, ReplayOptions
 from warren_cron.failed.select import RecordFilter, exact, parse_since
 from warren_cron.failed.store import purge_recorded
+from warren_cron.failed.tally import Tally
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
@@ -108,20 +109,44 @@ def _agreed(form: Mapping[str, str]) -> int:
         return 0
 
 
-async def _replay(
-    dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
-) -> str:
+async def replay_matching(
+    dashboard: Dashboard,
+    select: RecordFilter,
+    limit: int | None,
+    by: str,
+    reason: str | None,
+    dry_run: bool = False,
+) -> Tally:
+    """Replay up to ``limit`` records ``select`` picks, each on its schedule's plan, as
+    ``warren failed replay`` does; ``by`` and ``reason`` go to the history."""
     settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
     default = settings.default_plan()
     options = ReplayOptions(
         select=select,
         plan_for=lambda r: task_plan(r.schedule, default=default, schedule_plans=plans),
-        limit=count,
-        by=actor.by,
+        limit=limit,
+        dry_run=dry_run,
+        by=by,
         reason=reason,
     )
     async with dashboard.failed.lock:
-        tally = await Replayer(settings, options).run()
+        return await Replayer(settings, options).run()
+
+
+async def purge_matching(
+    dashboard: Dashboard, select: RecordFilter, limit: int | None, by: str, reason: str | None
+) -> Tally:
+    """Purge up to ``limit`` records ``select`` picks, as ``warren failed purge`` does."""
+    async with dashboard.failed.lock:
+        return await purge_recorded(
+            dashboard.connection, dashboard.settings, select, limit, by=by, reason=reason
+        )
+
+
+async def _replay(
+    dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
+) -> str:
+    tally = await replay_matching(dashboard, select, count, actor.by, reason)
     kept = f"; {tally.failed} could not be moved and stay" if tally.failed else ""
     return f"replayed {tally.moved} of {count} record(s){kept}"
 
@@ -129,10 +154,7 @@ async def _replay(
 async def _purge(
     dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
-    async with dashboard.failed.lock:
-        tally = await purge_recorded(
-            dashboard.connection, dashboard.settings, select, count, by=actor.by, reason=reason
-        )
+    tally = await purge_matching(dashboard, select, count, actor.by, reason)
     return f"purged {tally.moved} of {count} record(s)"
 
 

@@ -1,0 +1,127 @@
+"""``/api/v1/runs``: list runs, one run's state and attempts, and enqueue a task.
+
+Runs are read from the history stream as ``warren history`` and run handles read them
+(``topology/history/``); a run's state is ``topology/history/lifecycle.py``'s. An enqueue
+goes through the same ``Client`` an application uses and is audited to the history as a
+``triggered`` event with the token's name as ``by``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+from typing import Any
+
+from warren_cron.client.options import EnqueueOptions
+from warren_cron.clock import utc_text, utcnow
+from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
+from warren_cron.failed.select import parse_since
+from warren_cron.history.events import event
+from warren_cron.history.lifecycle import status_of
+from warren_cron.history.recent import one_run, recent_runs, story_start
+from warren_cron.history.runs import Run as Folded
+from warren_cron.monitor.api.problems import ApiError
+from warren_cron.monitor.api.routes import Call, Endpoint
+from warren_cron.monitor.api.run_models import (
+    EnqueueBody,
+    Enqueued,
+    Run,
+    RunList,
+    RunsQuery,
+)
+
+#: The longest run id looked up: longer ones are no run id warren makes.
+MAX_RUN_ID = 300
+DEFAULT_SINCE = timedelta(days=1)
+
+
+def since_of(text: str | None, oldest: timedelta) -> datetime:
+    """``since`` as a time, never before the history's retention (``oldest`` ago); 400 when it
+    is no age or time."""
+    now = utcnow()
+    try:
+        since = now - DEFAULT_SINCE if text is None else parse_since(text, now)
+    except (ValueError, OverflowError) as error:
+        why = str(error).replace("--since", "since") if isinstance(error, ValueError) else ""
+        raise ApiError(400, "invalid", why or f"since {text!r} is too far back") from None
+    return max(since, now - oldest)
+
+
+def as_run(run_id: str, run: Folded | None) -> Run:
+    """The API's view of a folded run."""
+    return Run.model_validate(status_of(run_id, run, utcnow()).as_json())
+
+
+async def list_runs(call: Call) -> RunList:
+    """The newest runs with events since ``since`` (default a day), by schedule and state."""
+    query, dashboard = call.query_as(RunsQuery), call.dashboard
+    oldest = timedelta(seconds=dashboard.settings.history_max_age_seconds)
+    since = since_of(query.since, oldest)
+
+    def want(run: Folded) -> bool:
+        named = query.schedule is None or fnmatchcase(run.schedule or "", query.schedule)
+        state = query.state is None or as_run(run.run_id, run).state == query.state
+        return named and state
+
+    stream = dashboard.names.history_stream
+    runs = await recent_runs(dashboard.connection, stream, want, query.limit, since)
+    found = [as_run(run.run_id, run) for run in runs]
+    return RunList(runs=found, since=utc_text(since), more=len(found) == query.limit)
+
+
+async def get_run(call: Call) -> Run:
+    """One run: its state, every attempt, its error or its result."""
+    dashboard, run_id = call.dashboard, call.request.match_info["run_id"]
+    if not 0 < len(run_id) <= MAX_RUN_ID or not run_id.isprintable():
+        raise ApiError(400, "invalid", f"run_id: 1 to {MAX_RUN_ID} printable characters")
+    run = dashboard.recent.whole(run_id)
+    if run is None:  # not kept, or kept without its start: its story from the stream
+        start = story_start(run_id, None, dashboard.offsets.offset_at)
+        run = await one_run(dashboard.connection, dashboard.names.history_stream, run_id, start)
+    if run is None:
+        why = f"no event of run {run_id!r}: unknown, not run yet, or older than the history"
+        raise ApiError(404, "not_found", why)
+    return as_run(run_id, run)
+
+
+async def enqueue_run(call: Call) -> Enqueued:
+    """Enqueue one task, now, ``at`` a time or after a ``delay``; audited as ``triggered``."""
+    body, dashboard = call.body_as(EnqueueBody), call.dashboard
+    try:
+        done = await dashboard.api.client.enqueue(body.task, body.payload, **options_of(body))
+    except (EnqueueError, PlanError) as error:
+        raise ApiError(400, "invalid", str(error)) from None
+    except BrokerUnavailable as error:
+        raise ApiError(503, "broker_unavailable", str(error)) from None
+    if done.created:
+        ids: dict[str, Any] = {"run_id": done.run_id, "task": body.task}
+        due = None if done.due is None else utc_text(done.due)
+        dashboard.history.emit(
+            event("triggered", **ids, scheduled_for=due, by=call.by, reason=body.reason)
+        )
+    due_text = None if done.due is None else utc_text(done.due)
+    return Enqueued(run_id=done.run_id, due=due_text, created=done.created)
+
+
+def options_of(body: EnqueueBody) -> EnqueueOptions:
+    """The enqueue's options the body sets."""
+    options = EnqueueOptions()
+    if body.delay is not None:
+        options["delay"] = body.delay
+    if body.at is not None:
+        options["at"] = body.at
+    if body.ttl is not None:
+        options["ttl"] = body.ttl
+    if body.key is not None:
+        options["key"] = body.key
+    return options
+
+
+RUN = "/runs/{run_id}"
+ENDPOINTS = [
+    Endpoint("GET", "/runs", list_runs, "viewer", RunList, query=RunsQuery),
+    Endpoint("GET", RUN, get_run, "viewer", Run, errors=(400, 404)),
+    Endpoint(
+        "POST", "/runs", enqueue_run, "operator", Enqueued, EnqueueBody, status=202, errors=(503,)
+    ),
+]
