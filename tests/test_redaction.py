@@ -20,7 +20,7 @@ from warren_cron.redaction import (
     ["Authorization", "cookie", "Proxy-Authorization", "X-API-Key", "X-Auth-Token", "Secret-Id"],
 )
 def test_credential_headers_are_sensitive(name: str) -> None:
-    """The issue's list of credential headers, in any case, counts as sensitive."""
+    """Every header that carries a credential, in any case, counts as sensitive."""
     assert sensitive_header(name)
 
 
