@@ -44,6 +44,11 @@ async def test_an_operator_enqueues_and_a_viewer_reads_the_run_and_its_result(
     assert status == 200 and done["run_id"] in [r["run_id"] for r in page["runs"]]
 
 
+async def _is(found: Any, expected: tuple[int, Any]) -> bool:
+    """Whether the awaited ``found`` is ``expected``."""
+    return bool(await found == expected)
+
+
 async def test_a_viewer_cannot_enqueue_and_a_delayed_task_shows_delayed(api: Api) -> None:
     """403 for a viewer's POST /runs; an operator's task an hour ahead lists as delayed."""
     status, error = await api.call("POST", "/runs", "viewer", json={"task": "job"})
@@ -51,8 +56,13 @@ async def test_a_viewer_cannot_enqueue_and_a_delayed_task_shows_delayed(api: Api
     body = {"task": "job", "delay": 3600, "key": "api-delayed"}
     status, done = await api.call("POST", "/runs", "operator", json=body)
     assert status == 202
-    status, run = await api.call("GET", f"/runs/{done['run_id']}", "viewer")
-    assert (status, run["state"]) == (200, "delayed")
+
+    async def state() -> tuple[int, Any]:
+        status, run = await api.call("GET", f"/runs/{done['run_id']}", "viewer")
+        return status, run.get("state")
+
+    # The enqueue's history event is published in the background: the run is known once it lands.
+    await eventually(lambda: _is(state(), (200, "delayed")), 15, what="the run listed as delayed")
     status, again = await api.call("POST", "/runs", "operator", json=body)
     assert (again["run_id"], again["created"]) == (done["run_id"], False)
 
