@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -20,10 +19,11 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobus
 
 from warren_cron.broker.connect import connect
 from warren_cron.broker.exclusive import plain_connection
+from warren_cron.broker.inspect import fingerprint
 from warren_cron.declare import PlanDeclarer, QueueType, declare_topology
 from warren_cron.envelope import Envelope
 from warren_cron.errors import CONNECTION_ERRORS
-from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, content_headers, x_death
+from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, x_death
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
@@ -53,13 +53,6 @@ class StillInFlight(AssertionError):
     def __init__(self, message: str, left: dict[str, int]) -> None:
         super().__init__(message)
         self.left = left
-
-
-def fingerprint(message: AbstractIncomingMessage) -> str:
-    """Same for two deliveries of one failed-queue message, different for two records."""
-    content = content_headers(message.headers)
-    headers = orjson.dumps(content, default=repr, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(headers + message.body).hexdigest()
 
 
 def record_reason(message: AbstractIncomingMessage) -> tuple[str, bool]:
