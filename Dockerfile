@@ -7,7 +7,9 @@ COPY pyproject.toml README.md ./
 COPY topology topology
 COPY worker worker
 COPY scheduler scheduler
-RUN pip install --no-cache-dir --prefix=/install .
+# Optional extras, e.g. `docker build --build-arg EXTRAS='[otel]'` for tracing (docs/tracing.md).
+ARG EXTRAS=""
+RUN pip install --no-cache-dir --prefix=/install ".${EXTRAS}"
 
 FROM python:3.12-slim
 RUN useradd --create-home --uid 10001 warren

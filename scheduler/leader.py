@@ -1,10 +1,23 @@
-"""Leadership: the scheduler that holds the exclusive queue ``<ns>_scheduler.leader``.
+"""Leadership: the scheduler that is the single active consumer of ``<ns>_scheduler.leader``.
 
-The queue is declared on the very connection the leader publishes on, so the broker fences
-a leader by itself: when that connection dies the queue is deleted and a standby can take
-it, while nothing the old leader sends can arrive any more.
-Its connection is a plain one (see ``topology.broker.exclusive``): a lost connection ends
-the leadership, always, and the process has to run for it again.
+The lock is a quorum queue with ``x-single-active-consumer``: every scheduler consumes it, the
+queue's Raft log picks one consumer as the active one, and only that one is handed messages.
+Each scheduler publishes a small *probe* naming itself into the queue: a scheduler whose own
+probe comes back to it was the active consumer after it sent the probe, so it may lead until
+``lease`` seconds after that send (a lease counted from the send, on its own monotonic clock,
+so a slow delivery only shortens it). The leader probes every ``lease / 4`` seconds and steps
+down when its lease runs out: when its connection or channel dies (the queue then makes the
+next consumer active), and when the queue cannot be reached from its node (a minority
+partition: nothing is confirmed there, no probe comes back), which no exclusive queue tells.
+
+Why not an exclusive queue: since RabbitMQ 4.2 (Khepri) the majority keeps the exclusive
+queues of a node it sees down until that node is back, so a leader lock on a killed node
+blocked every takeover. A quorum queue's consumer on a node seen down is dropped (its place
+goes to the next consumer) by the queue's majority; a probe then settles who leads.
+
+Probes of others reach the leader and are dropped (auto-ack); a probe sent while no consumer
+is active waits in the queue, at most ``PROBES_KEPT`` of them. The connection is a plain one
+(``topology.broker.exclusive``): a lost connection ends the leadership, always.
 """
 
 from __future__ import annotations
@@ -12,12 +25,33 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
+import uuid
+from typing import Any
 
-from aio_pika.abc import AbstractConnection
+import aio_pika
+import orjson
+import structlog
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aiormq.exceptions import ChannelLockedResource
 
-from warren_cron.broker.exclusive import plain_connection, try_exclusive
+from warren_cron.broker.exclusive import plain_connection
+from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.names import Names
 from warren_cron.scheduler.settings import SchedulerSettings
+
+log = structlog.get_logger("scheduler")
+#: Probes kept while no consumer is active (the oldest go first): a handful per standby.
+PROBES_KEPT = 100
+#: What a probe's publish may end with: broker trouble, or no confirm within a lease.
+PROBE_ERRORS: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, TimeoutError)
+#: The lock queue's arguments: one active consumer, decided by a Raft majority.
+LOCK_ARGUMENTS: dict[str, Any] = {
+    "x-queue-type": "quorum",
+    "x-single-active-consumer": True,
+    "x-max-length": PROBES_KEPT,
+    "x-overflow": "drop-head",
+}
 
 
 def identity() -> str:
@@ -31,13 +65,133 @@ async def open_connection(settings: SchedulerSettings) -> AbstractConnection:
     return await plain_connection(settings, name, settings.scheduler_heartbeat_seconds)
 
 
-async def try_lead(connection: AbstractConnection, names: Names) -> bool:
-    """Declare the exclusive leader queue; False when another connection holds it."""
-    return await try_exclusive(connection, names.leader_queue) is not None
+def lease_seconds(settings: SchedulerSettings) -> float:
+    """How long one returned probe lets a scheduler lead: twice the scheduler's heartbeat."""
+    return 2.0 * settings.scheduler_heartbeat_seconds
 
 
-def watch_connection(connection: AbstractConnection) -> asyncio.Event:
-    """An event set as soon as ``connection`` closes, for whatever reason."""
-    lost = asyncio.Event()
-    connection.close_callbacks.add(lambda *_: lost.set())
-    return lost
+class LeaderLock:
+    """One session's claim on the lock queue: probes, the lease, and ``lost`` when it ends."""
+
+    def __init__(self, connection: AbstractConnection, names: Names, lease: float) -> None:
+        self.names = names
+        self.lease = lease
+        #: Set when the connection closes or the lease runs out: stop publishing at once.
+        self.lost = asyncio.Event()
+        connection.close_callbacks.add(lambda *_: self.lost.set())
+        self._connection = connection
+        self._session = uuid.uuid4().hex
+        self._sent: dict[int, float] = {}  # probe number -> monotonic send time
+        self._seq = 0
+        self._lease_until = 0.0
+        self._proved = asyncio.Event()
+        self._channel: AbstractChannel | None = None
+        self._probes: set[asyncio.Task[None]] = set()
+
+    async def open(self) -> bool:
+        """Declare the queue and consume it; False while an older scheduler's exclusive queue
+        of the same name holds it (a fleet being upgraded: the old leader keeps leading)."""
+        channel = await self._connection.channel(publisher_confirms=True)
+        try:
+            queue = await channel.declare_queue(
+                self.names.leader_queue, durable=True, arguments=LOCK_ARGUMENTS
+            )
+        except ChannelLockedResource:
+            return False
+        await queue.consume(self._on_message, no_ack=True)
+        self._channel = channel
+        channel.close_callbacks.add(lambda *_: self.lost.set())
+        return True
+
+    def holds(self) -> bool:
+        """True while a probe of this session came back less than ``lease`` ago (send time)."""
+        return not self.lost.is_set() and time.monotonic() < self._lease_until
+
+    async def acquire(self, every: float, stop: asyncio.Event) -> bool:
+        """Probe every ``every`` seconds until this session holds the lock (True) or ``stop``
+        is set or the connection is lost (False)."""
+        announced = False
+        while not stop.is_set() and not self.lost.is_set():
+            self.probe()
+            self._proved.clear()
+            await _first_of(self._proved, stop, self.lost, seconds=every)
+            if self.holds():
+                return True
+            if not announced:
+                log.info("standing by: another scheduler leads", queue=self.names.leader_queue)
+                announced = True
+        return False
+
+    async def keep(self) -> None:
+        """While leading: probe every quarter lease; set ``lost`` once the lease runs out."""
+        every = self.lease / 4
+        next_probe = time.monotonic()
+        while not self.lost.is_set():
+            now = time.monotonic()
+            if now >= self._lease_until:
+                log.warning("leader lease ran out: no probe came back", lease_s=self.lease)
+                self.lost.set()
+                return
+            if now >= next_probe:
+                self.probe()
+                next_probe = now + every
+            await asyncio.sleep(max(min(next_probe, self._lease_until) - now, 0.0))
+
+    def probe(self) -> None:
+        """Publish one probe naming this session, in the background (its confirm is not
+        waited for: a probe that does not come back simply proves nothing)."""
+        now = time.monotonic()
+        for stale in [n for n, sent in self._sent.items() if sent + self.lease < now]:
+            del self._sent[stale]  # it could prove nothing any more: a standby keeps a few
+        self._seq += 1
+        self._sent[self._seq] = now
+        task = asyncio.create_task(self._publish(self._seq))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+
+    async def close(self) -> None:
+        """Stop probing (the connection's close ends the consumer)."""
+        for task in list(self._probes):
+            task.cancel()
+        await asyncio.gather(*self._probes, return_exceptions=True)
+
+    async def _publish(self, seq: int) -> None:
+        if self._channel is None or self._channel.is_closed:
+            return
+        body = orjson.dumps({"session": self._session, "seq": seq, "scheduler": identity()})
+        try:
+            # Unconfirmed past a lease it proves nothing: give up on it (a node cut off from
+            # the majority confirms nothing, and the probes must not pile up meanwhile).
+            await asyncio.wait_for(
+                self._channel.default_exchange.publish(
+                    aio_pika.Message(body), self.names.leader_queue
+                ),
+                self.lease,
+            )
+        except PROBE_ERRORS as error:
+            log.debug("leader probe not confirmed", error=repr(error))
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        try:
+            probe = orjson.loads(message.body)
+            session, seq = probe["session"], int(probe["seq"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return  # not a probe: dropped
+        if session != self._session or seq not in self._sent:
+            return  # another scheduler's probe: this one is the active consumer, nothing more
+        sent = self._sent[seq]
+        for older in [n for n in self._sent if n <= seq]:
+            del self._sent[older]
+        self._lease_until = max(self._lease_until, sent + self.lease)
+        self._proved.set()
+
+
+async def _first_of(*events: asyncio.Event, seconds: float) -> None:
+    """Wait until one of ``events`` is set, or ``seconds`` pass."""
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)

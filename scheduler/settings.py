@@ -20,7 +20,8 @@ class SchedulerSettings(CronSettings):
         5,
         ge=1,
         le=600,
-        description="AMQP heartbeat of the scheduler: a silent leader is replaced after ~2x.",
+        description="AMQP heartbeat of the scheduler, and half its leader lease: a silent or "
+        "cut-off leader steps down or is replaced after ~2x.",
     )
     scheduler_beat_seconds: float = Field(
         5.0,

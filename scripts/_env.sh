@@ -78,3 +78,17 @@ ensure_broker() {
     BROKER_STOP="$(sed -n 2p <<<"$found")"
     export CRON_AMQP_URL
 }
+
+# The dashboard's browser tests drive Debian's Chromium (Playwright cannot download its own
+# browser everywhere): install it where we may, else say what is missing and fail.
+ensure_chromium() {
+    [ -x /usr/bin/chromium ] && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing chromium for the dashboard's browser tests (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        return
+    fi
+    echo "the dashboard's browser tests need Chromium at /usr/bin/chromium:" >&2
+    echo "  sudo apt-get install -y chromium   (Debian, Ubuntu), then run scripts/test.sh again" >&2
+    return 1
+}

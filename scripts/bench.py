@@ -30,6 +30,7 @@ from benchlib import http as http_bench
 from benchlib import instructions as instructions_bench
 from benchlib import lag as lag_bench
 from benchlib import replay as replay_bench
+from benchlib import runtime_schedules as schedules_bench
 from benchlib import scale as scale_bench
 from benchlib import status as status_bench
 from benchlib.common import (
@@ -196,6 +197,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "http": http_bench.http,
     "clients": clients_bench.clients,
     "scale": scale_bench.scale,
+    "schedules": schedules_bench.schedules,
 }
 
 
@@ -221,6 +223,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         http_bench,
         clients_bench,
         scale_bench,
+        schedules_bench,
     ):
         module.add_command(sub)
     return parser.parse_args(argv)

@@ -34,7 +34,9 @@ from warren_cron.schedules.load import load_schedules
 from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
-LOGS = ROOT / ".demo"
+#: Where the services' logs go; two demos at once (the test suite on two brokers) each need
+#: their own.
+LOGS = Path(os.environ.get("WARREN_DEMO_LOGS") or ROOT / ".demo")
 NAMESPACE = "warren_demo"
 SCHEDULES = ROOT / "examples" / "schedules.toml"
 DEMO_ENV = {
@@ -120,7 +122,7 @@ def by_name(name: str) -> Service:
 def run_services(seconds: float, keep: bool) -> None:
     """Start every service, report progress for ``seconds``, then stop them in order (with
     ``keep``, the monitor stays up: it serves the dashboard)."""
-    LOGS.mkdir(exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
     try:
         for service in SERVICES:
             service.start()
@@ -216,6 +218,11 @@ def print_story(records: list[AbstractIncomingMessage]) -> None:
         subprocess.run([WARREN, "history", "show", run_id], cwd=ROOT, check=False)
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the checkout when it lies inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main() -> int:
     """Run the demo; exit 0 when it showed fires, a retry and a failure."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -240,7 +247,7 @@ def main() -> int:
     print_story(records)
     if not args.keep:
         asyncio.run(delete_namespace(settings))
-    print(f"\nlogs: {', '.join(str(s.log.relative_to(ROOT)) for s in SERVICES)}")
+    print(f"\nlogs: {', '.join(shown(s.log) for s in SERVICES)}")
     monitor = by_name("monitor").process
     if args.keep and monitor is not None:
         print(f"dashboard still up: {dashboard} (stop it with: kill {monitor.pid})")

@@ -14,6 +14,7 @@ source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 
 ensure_venv "[test,docs]"
+ensure_chromium || exit 1  # the dashboard's browser tests, on either broker
 tests=("$VENV/bin/pytest" -n "${WARREN_TEST_PROCESSES:-3}" --dist worksteal -m "not cluster")
 
 cluster_tests() {  # one process: a cluster is three nodes, one is enough on two cores
@@ -39,18 +40,6 @@ if ! ensure_broker; then
     echo "the broker tests will try CRON_TEST_AMQP_URL or testcontainers" >&2
 elif [ "$CRON_AMQP_URL" != "$default_url" ]; then
     export CRON_TEST_AMQP_URL="${CRON_TEST_AMQP_URL:-$CRON_AMQP_URL}"  # a node on its own port
-fi
-# The dashboard's browser tests drive Debian's Chromium (Playwright cannot download its own
-# browser everywhere): install it where we may, else say what is missing and stop.
-if [ ! -x /usr/bin/chromium ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "installing chromium for the dashboard's browser tests (apt-get)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-    else
-        echo "the dashboard's browser tests need Chromium at /usr/bin/chromium:" >&2
-        echo "  sudo apt-get install -y chromium   (Debian, Ubuntu), then run scripts/test.sh again" >&2
-        exit 1
-    fi
 fi
 echo "== ruff";   "$VENV/bin/ruff" check .
 echo "== mypy";   "$VENV/bin/mypy" -p warren_cron && "$VENV/bin/mypy" scripts tests examples

@@ -166,6 +166,29 @@ async def api(
 
 
 @pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Headless Chromium; a machine without it fails the test (scripts/test.sh installs it)."""
+    from playwright.async_api import async_playwright  # the browser tests' only
+
+    from tests.dashboard import CHROMIUM
+
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/test.sh does)")
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def page(browser: Any) -> AsyncIterator[Any]:
+    """A fresh browser tab (its own cookies)."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 900})
+    yield await context.new_page()
+    await context.close()
+
+
+@pytest.fixture
 async def spawn() -> AsyncIterator[Any]:
     """Start project processes (tests.scheduling.Spawner); any still running is killed."""
     from tests.scheduling import Spawner  # it imports this module: import when used

@@ -38,6 +38,7 @@ from warren_cron.monitor.targets import GenericWebhook, Slack, Target
 from warren_cron.records import record_from
 from warren_cron.runtime.settings import load_settings
 from warren_cron.signing import SIGNATURE_HEADER, SignatureError, verify_signature
+from warren_cron.webhook import SecretRef
 
 SECRET = "R0UTING-KEY-0123456789abcdef0123"
 DOWN = Condition("scheduler.down", True, "scheduler: DOWN: no scheduler leads for 60s")
@@ -82,10 +83,10 @@ async def deliver(
 
 
 @pytest.fixture
-def secret_env(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The secret in the monitor's environment, as ``env:ALERT_KEY``."""
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> SecretRef:
+    """The secret in the monitor's environment, as ``{"env": "ALERT_KEY"}``."""
     monkeypatch.setenv("ALERT_KEY", SECRET)
-    return "env:ALERT_KEY"
+    return SecretRef(env="ALERT_KEY")
 
 
 async def test_slack_gets_a_text_fallback_and_blocks_within_slacks_limits(session: Any) -> None:
@@ -132,7 +133,7 @@ def assert_pagerduty_trigger(event: dict[str, Any]) -> None:
 
 
 async def test_pagerduty_triggers_with_a_dedup_key_and_resolves_the_same_one(
-    session: Any, secret_env: str
+    session: Any, secret_env: SecretRef
 ) -> None:
     """scheduler.down triggers critical; its recovery resolves by the same dedup_key; a
     digest of failures triggers one event of the configured severity."""
@@ -172,7 +173,7 @@ async def test_opsgenie_creates_by_alias_and_closes_by_that_alias(
     """The key comes from a file (its newline dropped); create then close by alias."""
     (tmp_path / "og").write_text(SECRET + "\n")
     async with receiving(Receiver(opsgenie_answer)) as og:
-        target = Opsgenie(og.url, f"file:{tmp_path / 'og'}", "P3")
+        target = Opsgenie(og.url, SecretRef(file=str(tmp_path / "og")), "P3")
         assert await deliver(session, target, digest(DOWN, failures=1))
         assert await deliver(session, target, digest(BACK))
     create, failures, close = og.requests
@@ -199,7 +200,7 @@ async def test_opsgenie_creates_by_alias_and_closes_by_that_alias(
 
 
 async def test_event_webhook_posts_signed_events_a_receiver_can_verify(
-    session: Any, secret_env: str
+    session: Any, secret_env: SecretRef
 ) -> None:
     """run.failed and scheduler.down as events, signed like http tasks; a changed body fails."""
     async with receiving(Receiver()) as hook:
@@ -232,7 +233,7 @@ def assert_no_secret_logged(logs: list[MutableMapping[str, Any]]) -> None:
     ids=["echoes-the-secret", "answers-500", "slower-than-the-timeout"],
 )
 async def test_a_hostile_receiver_is_retried_and_never_gets_the_secret_into_a_log(
-    session: Any, secret_env: str, receiver: Receiver
+    session: Any, secret_env: SecretRef, receiver: Receiver
 ) -> None:
     """An echo, a 500 and a hang are all undelivered alerts; no log line holds the key."""
     async with receiving(receiver) as hostile:
@@ -250,7 +251,7 @@ async def test_an_unset_secret_is_named_not_sent_and_the_receiver_gets_nothing(
     async with receiving(Receiver()) as hook:
         with capture_logs() as logs:
             assert not await deliver(
-                session, EventWebhook(hook.url, "env:ALERT_KEY_UNSET"), digest(DOWN)
+                session, EventWebhook(hook.url, SecretRef(env="ALERT_KEY_UNSET")), digest(DOWN)
             )
     assert hook.requests == []
     [error] = [e for e in logs if e["event"].startswith("alert not sent")]
@@ -291,3 +292,39 @@ def test_bad_alert_settings_are_refused_naming_the_variable_never_the_secret(
     with pytest.raises(SettingsError) as refused:
         load_settings(MonitorSettings)
     assert named in str(refused.value) and SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ('{"env": "PD_KEY"}', SecretRef(env="PD_KEY")),
+        ('{"file": "/run/secrets/pd"}', SecretRef(file="/run/secrets/pd")),
+        ("env:PD_KEY", SecretRef(env="PD_KEY")),
+        ("file:/run/secrets/pd", SecretRef(file="/run/secrets/pd")),
+    ],
+    ids=["object-env", "object-file", "older-env", "older-file"],
+)
+def test_an_alert_key_takes_the_reference_object_as_api_tokens_do_and_the_older_string(
+    monkeypatch: pytest.MonkeyPatch, given: str, meant: SecretRef
+) -> None:
+    """The documented {"env": ...} / {"file": ...} object works in a CRON_ALERT_* variable,
+    as in CRON_API_TOKENS and http payloads; the older env:NAME string still does."""
+    monkeypatch.setenv("CRON_ALERT_PAGERDUTY_ROUTING_KEY", given)
+    assert load_settings(MonitorSettings).alert_pagerduty_routing_key == meant
+
+
+@pytest.mark.parametrize(
+    "given",
+    ['{"env": "PD_KEY", "file": "/x"}', '{"env": "1bad"}', '{"env": ', "env:", "hunter2"],
+    ids=["both-sources", "bad-name", "broken-json", "empty-name", "a-secret-itself"],
+)
+def test_a_malformed_alert_key_reference_is_refused_naming_the_variable_and_the_forms(
+    monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """A reference that names no one variable or file is refused at start with what to
+    give, never echoing the value."""
+    monkeypatch.setenv("CRON_ALERT_OPSGENIE_API_KEY", given)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(MonitorSettings)
+    text = str(refused.value)
+    assert "CRON_ALERT_OPSGENIE_API_KEY" in text and "hunter2" not in text

@@ -33,11 +33,14 @@ def silent_port() -> Iterator[int]:
     shutil.rmtree(ROOT / ".rabbitmq" / str(port), ignore_errors=True)
 
 
-def test_the_demo_brings_up_its_own_node_where_no_broker_answers(silent_port: int) -> None:
+def test_the_demo_brings_up_its_own_node_where_no_broker_answers(
+    silent_port: int, tmp_path: Path
+) -> None:
     """No broker at the URL: demo.sh starts a private node there, runs end to end, leaves it
     running and says how to stop it; that command stops it."""
     url = f"amqp://guest:guest@127.0.0.1:{silent_port}/"
     env = {**os.environ, "CRON_AMQP_URL": url, "CRON_DASHBOARD_PORT": str(free_port())}
+    env["WARREN_DEMO_LOGS"] = str(tmp_path)  # CI's other lane may run the demo meanwhile
     env.pop("CRON_TEST_AMQP_URL", None)
     demo = subprocess.run(
         ["bash", "scripts/demo.sh", "--seconds", SECONDS],

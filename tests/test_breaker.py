@@ -3,6 +3,7 @@ without spending them while open, closes when a probe succeeds."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,9 @@ from tests.conftest import plan
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
+from warren_cron.client import Client
 from warren_cron.clock import utcnow
+from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.breaker import Breaker, BreakerConfig, State
 from warren_cron.worker.fleet import Report, read_report
@@ -140,3 +143,27 @@ async def test_errors_seen_by_one_worker_open_the_circuit_on_every_worker(
 def deferred(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The attempt log lines of deferred attempts."""
     return [e for e in logs if e["event"] == "attempt" and e.get("outcome") == "deferred"]
+
+
+@pytest.mark.broker
+@pytest.mark.faults
+@pytest.mark.parametrize("node", ["private"])
+async def test_the_fleet_shares_its_counts_again_after_a_broker_restart(
+    broker: TestBroker, private_broker: PrivateBroker, run_worker: Any
+) -> None:
+    """The node restarts under two workers; each listens again on a new queue, and the errors
+    one of them sees still open the circuit on both."""
+    settings = broker.settings()
+    broker.plan_keys.update(step.key for step in settings.default_plan().suffixes())
+    with serve(Endpoint(statuses=[503])) as endpoint:
+        workers = [await run_worker(**QUICK), await run_worker(**QUICK)]
+        await asyncio.to_thread(private_broker.sync_metadata)
+        await asyncio.to_thread(private_broker.restart)
+        async with Client(settings) as client:
+
+            async def one_more_failing_then_all_open() -> bool:
+                await client.enqueue("http", {"url": endpoint.url})
+                return all(w._flow.states() for w in workers)
+
+            await eventually(one_more_failing_then_all_open, timeout=60, interval=0.5)
+    assert all(w._flow.states() == {destination(endpoint.url): State.OPEN} for w in workers)

@@ -54,14 +54,18 @@ async def limited_workers(
 
 
 def test_limits_read_task_and_payload_field_forms() -> None:
-    """``report=2`` limits a task, ``sync[customer]=1`` a task per payload value."""
-    assert parse_limits(["report=2", "sync[customer]=1"]) == {
+    """``report=2`` limits a task, ``sync[customer]=1`` a task per payload value,
+    ``http[@host]=4`` a task per destination host."""
+    assert parse_limits(["report=2", "sync[customer]=1", "http[@host]=4"]) == {
         "report": Limit("report", 2),
         "sync": Limit("sync", 1, "customer"),
+        "http": Limit("http", 4, "@host"),
     }
 
 
-@pytest.mark.parametrize("entry", ["report", "report=0", "report=1000", "r[a b]=1", "=2"])
+@pytest.mark.parametrize(
+    "entry", ["report", "report=0", "report=1000", "r[a b]=1", "=2", "r[@port]=1", "r=" + "9" * 99]
+)
 def test_a_malformed_limit_is_refused_naming_the_entry_and_the_form(entry: str) -> None:
     """Bad input says what is wrong and what it should look like."""
     with pytest.raises(SettingsError, match=r"CRON_CONCURRENCY_LIMITS entry .* task=N"):
@@ -93,6 +97,26 @@ async def test_a_payload_key_limits_each_value_on_its_own(
     await eventually(lambda: len(ledger.spans) == 4, timeout=40)
     assert ledger.most_at_once("a") == ledger.most_at_once("b") == 1
     assert ledger.most_at_once() == 2
+
+
+@pytest.mark.broker
+async def test_every_port_of_a_host_shares_its_slots_and_garbage_keys_are_keys(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """``busy[@host]=1``: six ports of one host run one at a time; tasks whose url is
+    missing, garbage or huge share the key ``-`` and also run, one at a time."""
+    ledger = await limited_workers(run_worker, 2, "busy[@host]=1")
+    for port in range(6):
+        url = f"http://127.0.0.1:{8000 + port}/"
+        payload = {"seconds": 0.2, "url": url, "customer": "host"}
+        await publish(broker, envelope("busy", payload), plan(60_000))
+    bad_urls: list[object] = [None, "\x00garbage", "x" * 100_000, {"not": "a url"}]
+    for bad in bad_urls:
+        payload = {"seconds": 0.2, "url": bad, "customer": "none"}
+        await publish(broker, envelope("busy", payload), plan(60_000))
+    await eventually(lambda: len(ledger.spans) == 10, timeout=40)
+    assert ledger.most_at_once("host") == ledger.most_at_once("none") == 1
+    assert set(ledger.attempts) == {1}
 
 
 @pytest.mark.broker

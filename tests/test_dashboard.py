@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Page
 
 from tests.dashboard import (
-    CHROMIUM,
     SCHEDULES,
     SCRIPT_TASK,
     TOKEN,
@@ -33,25 +31,6 @@ from warren_cron.schedules.status import OVERDUE_GRACE
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """Headless Chromium; a machine without it fails the test (scripts/test.sh installs it)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/test.sh does)")
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM))
-        yield launched
-        await launched.close()
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    """A fresh browser tab (its own cookies)."""
-    context = await browser.new_context(viewport={"width": 1400, "height": 900})
-    yield await context.new_page()
-    await context.close()
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
+from aiormq.exceptions import AMQPConnectionError
 
 from warren_cron.monitor.dashboard import pages
 from warren_cron.monitor.dashboard.app import create_app
@@ -174,3 +176,22 @@ def test_addresses_beyond_the_tables_size_push_out_the_least_recently_seen() -> 
     assert len(throttle) == 100
     assert throttle.wait("10.0.39.15") == 60  # the last one
     assert throttle.wait("10.0.0.0") == 0  # forgotten
+
+
+async def test_a_page_read_while_the_broker_is_unreachable_is_a_503_that_says_so() -> None:
+    """A page whose broker read fails answers 503 with Retry-After and says why, not a 500
+    with a traceback; the security headers stay."""
+
+    async def unreachable(_request: web.Request) -> web.Response:
+        raise AMQPConnectionError("connection reset")
+
+    def routes(app: web.Application) -> None:
+        app.router.add_get("/runs/x", unreachable)
+
+    app = create_app([routes])
+    async with TestServer(app) as server, aiohttp.ClientSession() as session:
+        answer = await session.get(str(server.make_url("/runs/x")))
+        assert answer.status == 503
+        assert answer.headers["Retry-After"] == "5"
+        assert answer.headers["X-Frame-Options"] == "DENY"
+        assert "broker could not be reached" in await answer.text()

@@ -52,7 +52,9 @@ class Starts:
 async def test_delays_of_0_1_3_10_and_65_s_start_within_a_second_of_due(
     broker: TestBroker, client: Client, run_worker: Any
 ) -> None:
-    """Five tasks enqueued together each start no earlier than due and less than 1 s after."""
+    """Five tasks enqueued together each start no earlier than due and less than 1 s after,
+    plus queueing: on a machine running two suites at once a 65 s delay's two level hops
+    took 1.2 s, so the bound is 2 s (a level off by one would be a whole power of two)."""
     starts = Starts()
     await run_worker(registry(job=starts))
     sent = await asyncio.gather(*(client.enqueue("job", delay=d) for d in (0, 1, 3, 10, 65)))
@@ -60,7 +62,7 @@ async def test_delays_of_0_1_3_10_and_65_s_start_within_a_second_of_due(
     for done in sent:
         assert done.due is not None
         late = (starts.started[done.run_id] - done.due).total_seconds()
-        assert -0.05 <= late < 1.0, (done, late)
+        assert -0.05 <= late < 2.0, (done, late)
 
 
 async def test_a_delayed_task_starts_at_attempt_1_and_keeps_its_retry_plan(
@@ -69,13 +71,16 @@ async def test_a_delayed_task_starts_at_attempt_1_and_keeps_its_retry_plan(
     """The delay levels' x-death entries count no attempt; the plan's two retries follow."""
     recorder = Recorder(failures=100)
     await run_worker(registry(job=recorder))
-    await client.enqueue("job", delay=1, plan=planned(broker, 200, 200))
-    record = await failed_record(broker, timeout=15)
+    # 4 s, not 1: the first delayed enqueue declares the levels before it counts the delay,
+    # and on a loaded machine that took over a second (then the task rightly went at once).
+    await client.enqueue("job", delay=4, plan=planned(broker, 200, 200))
+    record = await failed_record(broker, timeout=20)
     assert [ctx.attempt for _, ctx in recorder.calls] == [1, 2, 3]
     assert record.headers["cron-attempts"] == 3
     assert record.headers["cron-reason"] == "retries-exhausted"
     queues = {str(death["queue"]) for death in record.headers["cron-x-death"]}
-    assert broker.names.delay_level(0) in queues, "the record tells the delay's story"
+    delays = {queue for queue in queues if queue.startswith(broker.names.delay_prefix)}
+    assert delays, "the record tells the delay's story"
 
 
 async def test_a_task_past_its_ttl_is_not_run_but_failed_as_expired(

@@ -73,7 +73,7 @@ async def test_a_scheduler_that_cannot_reach_the_broker_warns_once_then_retries_
         running = asyncio.create_task(scheduler.run())
         await eventually(lambda: sum(e["event"].startswith("not leading") for e in logs) >= 4)
         scheduler.stop()
-        await running
+        await asyncio.wait_for(running, 30)
     levels = [line["log_level"] for line in logs if line["event"].startswith("not leading")]
     assert levels[0] == "warning"
     assert set(levels[1:]) == {"debug"}

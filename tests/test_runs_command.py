@@ -76,7 +76,7 @@ async def test_wait_exits_4_when_the_run_does_not_end_in_time(
         (["wait", "x", "--timeout", "0"], "--timeout must be a positive"),
         (["wait", "x", "--timeout", "soon"], "invalid float value"),
         (["show"], "run_id"),
-        (["cancel", "x"], "invalid choice"),
+        (["rerun", "x"], "invalid choice"),
     ],
 )
 async def test_usage_errors_exit_2_naming_the_problem(

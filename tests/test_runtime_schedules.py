@@ -64,6 +64,8 @@ async def test_a_new_leader_reads_the_store_and_writes_a_snapshot(
         await schedulers.start(path)
         await fired(broker, "a", 1)
         await fired(broker, "b", 1)
+        # Written just after the first fires, not before them.
+        await eventually(lambda: any(e["event"] == "schedules snapshot written" for e in logs))
     [snapshot] = [e for e in logs if e["event"] == "schedules snapshot written"]
     assert snapshot["schedules"] == 2
     assert await broker.depth(broker.names.store_snapshot) == 1

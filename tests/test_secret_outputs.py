@@ -3,6 +3,7 @@ worker and monitor on the real broker, and every place a failure is shown to som
 
 from __future__ import annotations
 
+import asyncio
 import html
 import subprocess
 from pathlib import Path
@@ -132,8 +133,10 @@ async def test_no_output_anywhere_shows_a_secret_the_endpoint_echoed(
         "records": "\n".join(str(r.headers) for r in records),
         "history": "\n".join(str(e.data) for e in events),
         "alerts": "\n".join(alerts),
-        **export_outputs(broker),
-        **script_outputs(broker, runs),
+        # In threads: the commands take seconds each on a loaded machine, and blocking the
+        # event loop that long cost the in-process monitor its broker heartbeats.
+        **await asyncio.to_thread(export_outputs, broker),
+        **await asyncio.to_thread(script_outputs, broker, runs),
         **await pages(url, runs),
     }
     stored = outputs.pop("export bodies") + "".join(r.body.decode() for r in records)

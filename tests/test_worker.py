@@ -57,7 +57,8 @@ async def test_always_failing_task_runs_retries_plus_one_with_exponential_spacin
     [record] = await failed_records(broker, 1)
     assert [ctx.attempt for _, ctx in recorder.calls] == [1, 2, 3, 4]
     for gap, delay in zip(recorder.gaps(), (0.2, 0.4, 0.8), strict=True):
-        assert delay - 0.02 <= gap <= delay + 0.4, recorder.gaps()
+        # Never early; late by at most half the delay and a loaded machine's half second.
+        assert delay - 0.02 <= gap <= delay * 1.5 + 0.5, recorder.gaps()
     assert record.headers["cron-attempts"] == 4
     assert record.headers["cron-reason"] == "retries-exhausted"
     assert record.headers["cron-error"] == "RuntimeError: failure 4"

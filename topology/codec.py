@@ -24,8 +24,10 @@ from pydantic import ValidationError
 from warren_cron.clock import json_time
 from warren_cron.envelope import CONTENT_TYPE, Envelope
 from warren_cron.errors import MessageDecodeError, validation_problems
+from warren_cron.flowlimits import FlowLimits
 from warren_cron.headers import H_RUN_ID, H_SCHEDULE, text
 from warren_cron.jsonvalue import DECODED
+from warren_cron.tracing import published
 
 #: The AMQP properties a copy keeps from its message (a record, a replay, an adopted copy).
 KEPT_PROPERTIES = (
@@ -53,6 +55,8 @@ class Outgoing:
     #: Required: the broker's returns name the message by it.
     message_id: str
     headers: Mapping[str, str]
+    #: The AMQP ``type`` property (the schedules log tells its messages apart by it).
+    type: str | None = None
 
 
 class Delivered(Protocol):
@@ -62,9 +66,14 @@ class Delivered(Protocol):
     def body(self) -> bytes: ...  # noqa: D102 - a property of the protocol
 
 
+#: Left out of a body when None, so that bodies without limits keep their bytes.
+_NO_LIMITS: set[str] = {"limits"}
+
+
 def encode(envelope: Envelope) -> bytes:
-    """The JSON body of an envelope."""
-    return orjson.dumps(envelope.model_dump(mode="json"))
+    """The JSON body of an envelope (``limits`` only when it has some)."""
+    left_out = _NO_LIMITS if envelope.limits is None else None
+    return orjson.dumps(envelope.model_dump(mode="json", exclude=left_out))
 
 
 class FireSpec(Protocol):
@@ -80,22 +89,25 @@ class FireSpec(Protocol):
     def timeout_seconds(self) -> float | None: ...  # noqa: D102
     @property
     def concurrency(self) -> str: ...  # noqa: D102
+    @property
+    def limits(self) -> FlowLimits | None: ...  # noqa: D102
 
 
 def fire_body(spec: FireSpec, run_id: str, scheduled_for: datetime) -> bytes:
     """``encode`` of a fire's envelope without building the model: the spec was validated."""
-    return orjson.dumps(
-        {
-            "task": spec.task,
-            "payload": spec.payload,
-            "run_id": run_id,
-            "schedule": spec.name,
-            "scheduled_for": json_time(scheduled_for),
-            "timeout_seconds": spec.timeout_seconds,
-            "deadline": None,
-            "concurrency": spec.concurrency,
-        }
-    )
+    body = {
+        "task": spec.task,
+        "payload": spec.payload,
+        "run_id": run_id,
+        "schedule": spec.name,
+        "scheduled_for": json_time(scheduled_for),
+        "timeout_seconds": spec.timeout_seconds,
+        "deadline": None,
+        "concurrency": spec.concurrency,
+    }
+    if spec.limits is not None:
+        body["limits"] = spec.limits.model_dump()
+    return orjson.dumps(body)
 
 
 def decode(message: Delivered) -> Envelope:
@@ -162,6 +174,10 @@ def persistent_message(
 def task_message(envelope: Envelope, extra: Mapping[str, Any] = _NONE) -> aio_pika.Message:
     """The message of an envelope as published now (an enqueue, now or delayed): JSON body,
     persistent, run id and schedule in its headers, ``extra`` headers after them."""
+    # The run's trace begins here (docs/tracing.md); a sender's own headers win.
+    traced = published(envelope.run_id, "enqueue", envelope.schedule, envelope.task)
+    if traced:
+        extra = {**traced, **extra}
     headers = task_headers(envelope.run_id, envelope.schedule, extra)
     return persistent_message(encode(envelope), headers, {"content_type": CONTENT_TYPE})
 
@@ -170,7 +186,8 @@ def fire_outgoing(
     exchange: str, routing_key: str, body: bytes, run_id: str, schedule: str
 ) -> Outgoing:
     """A scheduled fire for ``publish_batch``: the properties of ``task_message``'s message."""
-    headers = task_headers(run_id, schedule)
+    # The run's trace begins at its fire (docs/tracing.md).
+    headers = task_headers(run_id, schedule, published(run_id, "fire", schedule, None))
     return Outgoing(exchange, routing_key, body, headers[H_RUN_ID], headers)
 
 

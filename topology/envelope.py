@@ -9,6 +9,7 @@ from uuid import uuid4
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from warren_cron.clock import utcnow
+from warren_cron.flowlimits import FlowLimits
 from warren_cron.jsonvalue import Json
 
 CONTENT_TYPE = "application/json"
@@ -28,6 +29,8 @@ class Envelope(BaseModel):
     deadline: AwareDatetime | None = None
     #: Overlap policy of the schedule: Forbid and Replace hold a lock while an attempt runs.
     concurrency: Literal["Allow", "Forbid", "Replace"] = "Allow"
+    #: The schedule's own concurrency and rate limits, applied by every worker.
+    limits: FlowLimits | None = None
 
 
 def one_off_run_id(task: str, now: datetime | None = None) -> str:

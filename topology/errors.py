@@ -96,6 +96,11 @@ class TopologyError(BrokerError):
     """The broker holds an object whose arguments differ from what this config needs."""
 
 
+class CancelError(WarrenError, ValueError):
+    """A cancel that cannot be made as asked (a bad run id, a reason too long); the message
+    says what to fix."""
+
+
 class StoreError(WarrenError):
     """A change to the runtime schedules that cannot be made; the message says what to do."""
 

@@ -85,6 +85,11 @@ class Names:
         return f"{self.namespace}_control"
 
     @property
+    def cancels_stream(self) -> str:
+        """Stream of cancels: tombstones of runs and archived schedules (``topology/cancel/``)."""
+        return f"{self.namespace}_cancels"
+
+    @property
     def store_log(self) -> str:
         """Stream of changes to the runtime schedules (create, update, archive)."""
         return f"{self.namespace}_schedules"
@@ -110,12 +115,35 @@ class Names:
         fixed = [self.main_queue, self.failed_queue, self.monitor_queue, self.leader_queue]
         fixed += [self.watermark_queue, self.history_stream, self.control_stream]
         fixed += [self.store_log, self.store_snapshot, self.status_queue, self.beat_stream]
+        fixed.append(self.cancels_stream)
         return [*fixed, *(self.retry_queue(key) for key in plan_keys)]
 
     @property
     def exchanges(self) -> list[str]:
         """The namespace's exchanges but the delay levels'."""
-        return [self.tasks_exchange, self.dlx, self.unrouted_exchange]
+        return [self.tasks_exchange, self.dlx, self.unrouted_exchange, self.flow_exchange]
+
+    @property
+    def per_key_prefixes(self) -> list[str]:
+        """Prefixes of the queues made per key (idempotency keys, crash marks, run locks,
+        concurrency slots, rate windows): a clean-up deletes every queue named with one.
+        The slots and locks are exclusive and the windows expire unused, so they go by
+        themselves; the others stay until deleted."""
+        ns = self.namespace
+        return [f"{ns}_key.", f"{ns}_crash.", f"{ns}_lock.", f"{ns}_slot.", f"{ns}_rate."]
+
+    @property
+    def flow_exchange(self) -> str:
+        """Fanout the workers share their http counts on (auto-deleted, ``worker/fleet.py``)."""
+        return f"{self.namespace}_flow"
+
+    def slot_queue(self, key_digest: str, index: int) -> str:
+        """Exclusive queue that is concurrency slot ``index`` of a key (``worker/slots.py``)."""
+        return f"{self.namespace}_slot.{key_digest}.{index}"
+
+    def rate_window(self, key_digest: str) -> str:
+        """Queue that is a key's rate window (``worker/rates.py``)."""
+        return f"{self.namespace}_rate.{key_digest}"
 
     @property
     def delay_prefix(self) -> str:

@@ -34,6 +34,16 @@ def sensitive_header(name: str) -> bool:
     return lowered in _SENSITIVE_NAMES or any(part in lowered for part in _SENSITIVE_PARTS)
 
 
+#: Query parameters that usually carry a credential, beyond the header names' parts.
+_SENSITIVE_PARAM_PARTS = ("key", "sig", "auth", "pass", "credential")
+
+
+def sensitive_param(name: str) -> bool:
+    """Tell whether a URL query parameter of this name usually carries a credential."""
+    lowered = name.lower()
+    return sensitive_header(lowered) or any(part in lowered for part in _SENSITIVE_PARAM_PARTS)
+
+
 def redact_headers(headers: Mapping[str, object]) -> dict[str, object]:
     """Return ``headers`` with the literal value of every sensitive header replaced."""
     return {

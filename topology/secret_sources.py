@@ -4,8 +4,13 @@ A reference comes from whoever can publish a task, so it may name only what the 
 opened to tasks: environment variables listed in ``CRON_HTTP_SECRET_ENV`` and files under
 ``CRON_HTTP_SECRET_DIR``. Otherwise a publisher could send the worker's own credentials (the
 broker URL, a cloud key) to a URL of its choosing. Secrets are read on every attempt, so a
-rotated file takes effect without a restart. The monitor reads its API tokens the same way,
-from the variables and files its operator names.
+rotated file takes effect without a restart. The monitor reads its API tokens and its alert
+targets' keys the same way, from the variables and files its operator names.
+
+A reference has one spelling everywhere: the object ``{"env": "NAME"}`` or
+``{"file": "/path"}`` (``{ env = "NAME" }`` in TOML). Settings that hold one reference alone
+(``CRON_ALERT_*_KEY``, ``CRON_ALERT_EVENTS_SECRET``) also take the older ``env:NAME`` and
+``file:/path`` strings, for the deployments that set them so (``reference_input``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from warren_cron.errors import SecretUnavailable
 from warren_cron.webhook import SecretRef
@@ -22,6 +30,29 @@ from warren_cron.webhook import SecretRef
 #: A secret larger than this is no header value: refuse rather than read a huge file.
 MAX_SECRET_BYTES = 65_536
 _SENDABLE = re.compile(r"[\t\x20-\x7e]+")
+#: The older spelling of a setting's reference: ``env:NAME`` or ``file:/path``.
+_PREFIXED = re.compile(r"(env|file):(.+)", re.DOTALL)
+
+
+def reference_input(value: Any) -> Any:
+    """A setting's reference as ``SecretRef`` validates it: the JSON object text
+    ``{"env": "NAME"}`` as the object, ``env:NAME`` / ``file:/path`` as the object they mean;
+    anything else as it is (validation then says what a reference is, never echoing it)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise ValueError(
+                'not a JSON object: give {"env": "NAME"} or {"file": "/path"}'
+            ) from None
+    prefixed = _PREFIXED.fullmatch(text)
+    if prefixed is None:
+        # The value itself is not shown: it may be a secret pasted in place of a reference.
+        raise ValueError('give a reference, {"env": "NAME"} or {"file": "/path"}, not a secret')
+    return {prefixed.group(1): prefixed.group(2)}
 
 
 def _unfit(value: str) -> str | None:

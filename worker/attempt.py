@@ -28,6 +28,8 @@ class Outcome(Enum):
     REPLACED = "replaced"
     #: Not run: flow control defers it ``retry_after`` seconds, no attempt spent.
     DEFERRED = "deferred"
+    #: Not run, or stopped while running: its run was cancelled (``worker/cancels.py``).
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,8 @@ class Result:
     retry_after: float | None = None
     #: What the handler returned, as JSON already encoded (None when it returned None).
     value: orjson.Fragment | None = None
+    #: The flow-control key that deferred it (a destination, ``schedule:<name>``, a task).
+    key: str | None = None
 
 
 #: The default bound of a handler's return value as JSON (``CRON_RESULT_MAX_BYTES``).

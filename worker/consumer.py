@@ -9,40 +9,34 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import AsyncExitStack
-from functools import partial
 
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 
+import warren_cron.tracing as tracing
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
 from warren_cron.clock import utcnow
-from warren_cron.codec import decode, run_id_of
+from warren_cron.codec import run_id_of
 from warren_cron.declare import declare_topology
-from warren_cron.envelope import Envelope
-from warren_cron.errors import MessageDecodeError
-from warren_cron.headers import H_REDELIVERED, attempt_number
+from warren_cron.headers import attempt_number
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.adopt import Adopter, needs_plan
-from warren_cron.worker.attempt import Outcome, Result, run_attempt
-from warren_cron.worker.context import TaskContext
-from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
+from warren_cron.worker.cancels import Cancels
+from warren_cron.worker.crashloop import UNMARKED, CrashGuard
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
 from warren_cron.worker.flow import Flow, wanted
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
-from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
-from warren_cron.worker.overlap import run_guarded
-from warren_cron.worker.rates import Buckets, parse_rates
+from warren_cron.worker.pipeline import Pipeline
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.report import Ended, Reporter
 from warren_cron.worker.settings import WorkerSettings
-from warren_cron.worker.slots import limited_run, parse_limits
 from warren_cron.worker.subscription import Subscription
 
 log = structlog.get_logger("worker")
@@ -79,9 +73,8 @@ class Worker:
         self._connection: AbstractRobustConnection | None = None
         self._subscription: Subscription | None = None
         self._flow = Flow(settings, self._metrics) if wanted(settings) else None
-        self._limits = parse_limits(settings.concurrency_limits)
-        rates = parse_rates(settings.rate_limits)
-        self._buckets = Buckets(self.names.namespace, rates) if rates else None
+        self._cancels = Cancels(self.names)
+        self._pipeline = Pipeline(settings, self._metrics, self._report, self._flow, self._cancels)
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -149,12 +142,14 @@ class Worker:
         if self._flow is not None:
             await self._flow.start(consume_conn, publish_conn)
             stack.push_async_callback(self._flow.close)
-        if self._buckets is not None:
-            await self._buckets.start(consume_conn)
-            stack.push_async_callback(self._buckets.close)
+        # Every cancel stored so far is known before the first task is taken.
+        await self._cancels.start(self.settings)
+        stack.push_async_callback(self._cancels.close)
+        self._pipeline.gate.start(consume_conn)
         http = LazyHttp(self.settings)
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
+        self._pipeline.registry = self._registry
         self._connection = consume_conn
         channel = await consume_conn.channel()
         await channel.set_qos(prefetch_count=self.settings.prefetch)
@@ -162,7 +157,8 @@ class Worker:
         self._channel = channel
         publisher = await publish_channel(publish_conn)
         later = Later(publisher, self.names, self.settings.queue_type)
-        self._settler = Settler(await publisher.get_exchange(self.names.dlx, ensure=False), later)
+        dlx = await publisher.get_exchange(self.names.dlx, ensure=False)
+        self._settler = Settler(dlx, later, publisher.ready)
         tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)
         self._adopter = Adopter(publisher, tasks, self.settings, self._settler)
         self._subscription = Subscription(channel, self.names.main_queue, self._on_delivery)
@@ -204,25 +200,29 @@ class Worker:
                 return
             started = time.monotonic()
             attempt = attempt_number(message.headers, self.names.main_queue)
-            mark = await self._crashes.enter(message, attempt)
-            envelope, result = await self._checked_attempt(message, attempt, mark)
-            # The attempt ends here, before its fate is settled: a failure record confirmed
-            # now can be replayed before the report, and the replay must come after it in time.
-            seconds, ended_at = time.monotonic() - started, utcnow()
-            self._running.discard(task)
-            self._settling.add(task)
-            deadline = envelope.deadline if envelope else None
-            verdict = decide(result, message.routing_key, deadline)
-            if self._flow is not None and envelope is not None:
-                verdict = self._flow.judged(envelope, verdict)
-            body_run_id = envelope.run_id if envelope else None
-            run_id = run_id_of(body_run_id, message.message_id, message.headers)
-            settled = await self._settle(message, verdict, attempt, run_id)
-            failed = settled and verdict.action is Action.FAIL
-            status, value = result.http_status, result.value
-            self._report.ended(
-                Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status, value)
-            )
+            # The attempt's span (docs/tracing.md) is current until its report is written.
+            with tracing.attempt(message.headers, message.message_id, attempt) as span:
+                mark = await self._crashes.enter(message, attempt)
+                envelope, result = await self._pipeline.run(message, attempt, mark)
+                # The attempt ends here, before its fate is settled: a failure record confirmed
+                # now can be replayed before the report, and the replay must come after it in time.
+                seconds, ended_at = time.monotonic() - started, utcnow()
+                self._running.discard(task)
+                self._settling.add(task)
+                deadline = envelope.deadline if envelope else None
+                verdict = decide(result, message.routing_key, deadline)
+                if self._flow is not None and envelope is not None:
+                    verdict = self._flow.judged(envelope, verdict)
+                body_run_id = envelope.run_id if envelope else None
+                run_id = run_id_of(body_run_id, message.message_id, message.headers)
+                settled = await self._settle(message, verdict, attempt, run_id)
+                failed = settled and verdict.action is Action.FAIL
+                status, value = result.http_status, result.value
+                ended = Ended(
+                    message, envelope, attempt, verdict, seconds, ended_at, failed, status, value
+                )
+                span.ended(envelope, verdict.action.value, verdict.reason, status)
+                self._report.ended(ended)
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
             await self._crashes.leave(mark, settled)
@@ -235,50 +235,6 @@ class Worker:
         """True when a hand-published task was adopted or failed (see ``Adopter.take``)."""
         assert self._adopter is not None
         return await self._adopter.take(message)
-
-    async def _checked_attempt(
-        self, message: Delivery, attempt: int, mark: Mark
-    ) -> tuple[Envelope | None, Result]:
-        refused = body_too_large(message.body, self.settings.max_body_bytes) or mark.looping
-        if refused is not None:
-            return None, refused
-        return await self._attempt(message, attempt)
-
-    async def _attempt(self, message: Delivery, attempt: int) -> tuple[Envelope | None, Result]:
-        try:
-            envelope = decode(message)
-        except MessageDecodeError as error:
-            return None, Result(Outcome.TERMINAL, "decode-error", str(error))
-        # An adopted copy of a redelivered message counts as redelivered on its first attempt.
-        again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
-        ctx = self._context(envelope, attempt, again)
-        if self._buckets is not None and (waits := await self._buckets.admit(envelope.task)):
-            return envelope, waits
-        flow = self._flow
-        if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
-            return envelope, deferred
-        self._metrics.started(envelope.scheduled_for, attempt)
-        self._report.started(message, envelope, attempt)
-        # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
-        # in a slot (worker/slots.py).
-        limit = self.settings.result_max_bytes
-        run = partial(run_attempt, self._registry, envelope, ctx, limit)
-        limited = limited_run(self.settings, self._limits.get(envelope.task), envelope, run)
-        result = await run_guarded(self.settings, envelope, ctx, limited)
-        if flow is not None:
-            flow.ended(envelope, result)
-        return envelope, result
-
-    def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
-        return TaskContext(
-            run_id=envelope.run_id,
-            task=envelope.task,
-            schedule=envelope.schedule,
-            scheduled_for=envelope.scheduled_for,
-            attempt=attempt,
-            redelivered=redelivered,
-            timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
-        )
 
     async def _settle(
         self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None

@@ -9,23 +9,31 @@
 | terminal                        | confirmed failure record, then ack                   |
 | lock-contended, replaced        | ack: the overlap policy settled it, no retry spent   |
 | deferred (circuit open)         | a copy through the delay levels, then ack; no attempt spent |
+| cancelled (its run was)         | ack: not run, or stopped; never retried                |
 
-A failure record that cannot be published is never acked: the message is NACKed instead,
-and the broker dead-letters it (``final`` lands in the failed queue by binding, anything
-else in the next retry queue or, for an unknown plan, the DLX's alternate exchange).
+A failure record is tried again while its publishing channel is reopened after a reconnect
+(``RECORD_TIMEOUT_SECONDS`` in all). One that cannot be published is never acked: the message
+is NACKed instead, and the broker dead-letters it (``final`` lands in the failed queue by
+binding, anything else in the next retry queue or, for an unknown plan, the DLX's alternate
+exchange).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
 import structlog
 from aio_pika.abc import AbstractExchange
+from aio_pika.message import Message
+from aiormq.exceptions import ChannelInvalidStateError
 
 from warren_cron.clock import utcnow
+from warren_cron.errors import CONNECTION_ERRORS
 from warren_cron.names import FAILED_KEY, FINAL_KEY
 from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, Received, failure_record
@@ -37,6 +45,10 @@ from warren_cron.worker.retry_after import retry_after_hold
 log = structlog.get_logger("warren_cron.worker.fate")
 #: How long a failure record may wait for its confirm before the message is NACKed instead.
 RECORD_TIMEOUT_SECONDS = 10.0
+#: Pause between two tries of a record while its channel is being restored after a reconnect.
+RECORD_RETRY_SECONDS = 0.1
+#: Errors of a publishing channel lost with its connection: publish again once it is back.
+RESTORABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, ChannelInvalidStateError)
 
 
 class Action(Enum):
@@ -51,12 +63,18 @@ class Action(Enum):
     REPLACED = "replaced"
     #: Not run: a copy waits in the delay levels, no attempt spent (flow control).
     DEFER = "deferred"
+    #: Acked: its run was cancelled before or while it ran (``worker/cancels.py``).
+    CANCELLED = "cancelled"
 
 
 #: Actions that ack the message: its fate is settled without a failure record.
-ACKED = frozenset({Action.ACK, Action.CONTENDED, Action.REPLACED})
-#: Overlap outcomes and the action each one takes.
-_OVERLAP = {Outcome.CONTENDED: Action.CONTENDED, Outcome.REPLACED: Action.REPLACED}
+ACKED = frozenset({Action.ACK, Action.CONTENDED, Action.REPLACED, Action.CANCELLED})
+#: Outcomes settled without a retry (overlap policy, cancel) and the action each one takes.
+_OVERLAP = {
+    Outcome.CONTENDED: Action.CONTENDED,
+    Outcome.REPLACED: Action.REPLACED,
+    Outcome.CANCELLED: Action.CANCELLED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +86,8 @@ class Verdict:
     error: str | None = None
     #: Seconds the next attempt waits in the delay levels instead of the plan's retry queue.
     hold: int | None = None
+    #: The flow-control key that deferred or failed it (history's ``key``), else None.
+    key: str | None = None
 
 
 def decide(result: Result, routing_key: str, deadline: datetime | None = None) -> Verdict:
@@ -98,8 +118,8 @@ def _deferred(result: Result, deadline: datetime | None) -> Verdict:
     hold = math.ceil(result.retry_after or 0)
     if deadline is not None and utcnow() + timedelta(seconds=hold) > deadline:
         error = f"deferred past the deadline {deadline}: {result.error}"
-        return Verdict(Action.FAIL, EXPIRED, error)
-    return Verdict(Action.DEFER, result.reason, result.error, hold)
+        return Verdict(Action.FAIL, EXPIRED, error, key=result.key)
+    return Verdict(Action.DEFER, result.reason, result.error, hold, result.key)
 
 
 def retry_starts(routing_key: str) -> datetime:
@@ -111,9 +131,16 @@ def retry_starts(routing_key: str) -> datetime:
 class Settler:
     """Carries out verdicts: ack, NACK, or publish a failure record then ack."""
 
-    def __init__(self, dlx: AbstractExchange, later: Later | None = None) -> None:
+    def __init__(
+        self,
+        dlx: AbstractExchange,
+        later: Later | None = None,
+        restored: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._dlx = dlx
         self._later = later
+        #: Waits until the publishing channel is back after a reconnect (robust channels).
+        self._restored = restored
 
     async def settle(
         self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
@@ -157,13 +184,9 @@ class Settler:
     ) -> None:
         """Publish the failure record of ``recorded`` (the message itself unless given), then
         ack ``message``; NACK it when the record is not confirmed."""
+        record = failure_record(recorded or message, failure, run_id=run_id)
         try:
-            await self._dlx.publish(
-                failure_record(recorded or message, failure, run_id=run_id),
-                FAILED_KEY,
-                mandatory=True,
-                timeout=RECORD_TIMEOUT_SECONDS,
-            )
+            await asyncio.wait_for(self._publish(record), RECORD_TIMEOUT_SECONDS)
         except Exception as error:
             log.warning(
                 "failure record not confirmed; dead-lettering instead",
@@ -173,3 +196,18 @@ class Settler:
             await message.reject()
             return
         await message.ack()
+
+    async def _publish(self, record: Message) -> None:
+        # The consuming connection can come back from a broker restart before the publishing
+        # one: a record tried once then would be dead-lettered without its reason.
+        while True:
+            try:
+                await self._dlx.publish(record, FAILED_KEY, mandatory=True)
+            except RESTORABLE:
+                if self._restored is None:
+                    raise
+                # ready() can return before a channel the broker closed is reopened.
+                await self._restored()
+                await asyncio.sleep(RECORD_RETRY_SECONDS)
+            else:
+                return

@@ -1,5 +1,6 @@
 """The fleet's http counts: each worker shares its own once a second on a fanout exchange
-and hears everyone's (its own too) in an exclusive queue of its own.
+and hears everyone's (its own too) in an exclusive queue of its own, a new one (named by the
+broker) after each reconnect.
 
 The exchange ``<ns>_flow`` is auto-deleted with the last worker's queue, and each queue with
 its worker's connection: a worker gone leaves nothing behind, and nothing outlives the
@@ -20,8 +21,11 @@ from typing import Any
 import aio_pika
 import orjson
 import structlog
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustChannel
+from aiormq.abc import DeliveredMessage
 
+from warren_cron.broker.underlay import underlay
+from warren_cron.names import Names
 from warren_cron.worker.breaker import Breaker
 from warren_cron.worker.budget import RetryBudget
 
@@ -33,7 +37,7 @@ Counts = dict[str, tuple[int, int]]
 
 def flow_exchange(namespace: str) -> str:
     """The fanout the workers of ``namespace`` share their counts on."""
-    return f"{namespace}_flow"
+    return Names(namespace).flow_exchange
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +82,43 @@ class FleetCounts:
         self._budget = budget
         self._exchange_name = flow_exchange(namespace)
         self._publisher: AbstractChannel | None = None
+        self._listener: AbstractChannel | None = None
+        self._relisten: asyncio.Task[None] | None = None
         self._loop: asyncio.Task[None] | None = None
 
     async def start(self, consume: AbstractConnection, publish: AbstractConnection) -> None:
         """Declare the fanout and this worker's queue, consume it, and report every second."""
-        listener = await consume.channel()
-        exchange = await listener.declare_exchange(
+        self._listener = await consume.channel()
+        await self._listener.declare_exchange(
             self._exchange_name, aio_pika.ExchangeType.FANOUT, auto_delete=True
         )
-        queue = await listener.declare_queue(exclusive=True, auto_delete=True)
-        await queue.bind(exchange)
-        await queue.consume(self._heard, no_ack=True)
+        await self._listen()
+        if isinstance(self._listener, AbstractRobustChannel):
+            self._listener.reopen_callbacks.add(self._on_reopen)
         self._publisher = await publish.channel(publisher_confirms=False)
         self._loop = asyncio.get_running_loop().create_task(self._report_forever())
+
+    async def _listen(self) -> None:
+        """A new queue, named by the broker, bound and consumed. Not aio-pika's robust queue,
+        which declares the same name again after a reconnect: RabbitMQ 4.2 and later keep an
+        exclusive queue of a node seen down until it is back, so that declare would fail on
+        the next node, and with it the whole consuming connection's restore, again and again."""
+        assert self._listener is not None
+        raw = await underlay(self._listener)
+        declared = await raw.queue_declare("", exclusive=True, auto_delete=True)
+        assert declared.queue is not None
+        await raw.queue_bind(declared.queue, self._exchange_name)
+        await raw.basic_consume(declared.queue, self._heard, no_ack=True)
+
+    def _on_reopen(self, _channel: object) -> None:
+        task = asyncio.get_running_loop().create_task(self._listen_logged())
+        self._relisten = task  # kept referenced until done
+
+    async def _listen_logged(self) -> None:
+        try:
+            await self._listen()
+        except Exception as error:  # deaf to the fleet until the next reconnect, never fatal
+            log.warning("fleet counts not heard", error=repr(error))
 
     async def close(self) -> None:
         """Stop reporting."""
@@ -99,7 +127,7 @@ class FleetCounts:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
 
-    async def _heard(self, message: AbstractIncomingMessage) -> None:
+    async def _heard(self, message: DeliveredMessage) -> None:
         report, now = read_report(message.body), time.monotonic()
         if self._breaker is not None:
             for destination in report.closed:

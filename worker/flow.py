@@ -106,7 +106,7 @@ class Flow:
             return None
         self._metrics.circuit(target, self.breaker.state(target, now).value)
         why = f"the circuit of {target} is open: deferred {hold} s, no attempt spent"
-        return Result(Outcome.DEFERRED, CIRCUIT_OPEN, why, retry_after=hold)
+        return Result(Outcome.DEFERRED, CIRCUIT_OPEN, why, retry_after=hold, key=target)
 
     def ended(self, envelope: Envelope, result: Result) -> None:
         """Count an attempt that ran, toward its destination's error rate."""
@@ -126,7 +126,7 @@ class Flow:
             return verdict
         self._metrics.budget_refused(target)
         error = f"the retry budget of {target} is spent; last error: {verdict.error}"
-        return Verdict(Action.FAIL, BUDGET_EXHAUSTED, error)
+        return Verdict(Action.FAIL, BUDGET_EXHAUSTED, error, key=target)
 
     def states(self) -> dict[str, State]:
         """Destinations whose circuit is not closed, for health pages and tests."""

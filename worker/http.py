@@ -25,6 +25,7 @@ import orjson
 import structlog
 from yarl import URL
 
+import warren_cron.tracing as tracing
 from warren_cron.clock import utcnow
 from warren_cron.errors import PermanentError, RetryableError
 from warren_cron.redaction import MIN_PART, Scrubber, header_secrets, sensitive_header
@@ -222,6 +223,8 @@ class HttpHandler:
         if request.json_body is not None and not any(n.lower() == "content-type" for n in headers):
             headers.update(JSON_TYPE)
         headers.update(cron_headers(ctx))
+        # The attempt's span is the endpoint's parent (docs/tracing.md); empty with tracing off.
+        headers.update(tracing.outgoing())
         secret = request.signing_secret
         key = self._value(secret) if secret is not None else self._options.signing_secret
         if key is not None:

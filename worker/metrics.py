@@ -11,6 +11,8 @@ from typing import Any
 
 from warren_cron.clock import utcnow
 
+#: Most keys one worker labels ``cron_flow_deferred`` with; the others count as ``other``.
+MAX_KEYS = 100
 #: The gauge's value of each circuit state.
 _CIRCUIT_LEVELS = {"closed": 0, "half-open": 1, "open": 2}
 
@@ -21,6 +23,7 @@ class WorkerMetrics:
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._children: dict[tuple[str, str], Any] = {}
+        self._keys: set[str] = set()
         if enabled:
             from warren_cron.runtime import metrics
 
@@ -46,6 +49,17 @@ class WorkerMetrics:
         """Record a retry refused because the destination's retry budget is spent."""
         if self.enabled:
             self._m.BUDGET_REFUSED.labels(destination=destination).inc()
+
+    def deferred(self, reason: str, key: str) -> None:
+        """Record an attempt deferred by flow control under ``key`` (bounded, see MAX_KEYS)."""
+        if not self.enabled:
+            return
+        if key not in self._keys:
+            if len(self._keys) >= MAX_KEYS:
+                key = "other"
+            else:
+                self._keys.add(key)
+        self._m.LIMIT_WAITS.labels(reason=reason, key=key).inc()
 
     def started(self, scheduled_for: datetime, attempt: int) -> None:
         """Record the lag from a fire's scheduled time to its first attempt's start."""

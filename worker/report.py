@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import structlog
 
+import warren_cron.tracing as tracing
 from warren_cron.codec import run_id_of
 from warren_cron.envelope import Envelope
 from warren_cron.headers import H_REPLAYS, H_SCHEDULE, number
@@ -29,6 +30,7 @@ _LEVELS = {
     Action.CONTENDED: "info",
     Action.REPLACED: "warning",
     Action.DEFER: "info",
+    Action.CANCELLED: "warning",
 }
 
 
@@ -68,12 +70,17 @@ class Reporter:
             "task": envelope.task,
         }
         replay = number(message.headers.get(H_REPLAYS)) or None
-        self._history.emit(event("started", **ids, replay=replay, attempt=attempt, **self._where))
+        trace = tracing.trace_id()
+        self._history.emit(
+            event("started", **ids, replay=replay, attempt=attempt, trace_id=trace, **self._where)
+        )
 
     def ended(self, end: Ended) -> None:
         """Report one attempt's end."""
         verdict, ids = end.verdict, _ids(end)
         self._metrics.attempt(ids["task"] or "-", verdict.action.value, verdict.reason, end.seconds)
+        if verdict.key is not None and verdict.action is Action.DEFER:
+            self._metrics.deferred(verdict.reason, verdict.key)
         duration_ms = round(end.seconds * 1000, 2)
         getattr(log, _LEVELS[verdict.action])(
             "attempt",
@@ -94,6 +101,7 @@ class Reporter:
         # Which replay the attempt belongs to: its events may reach the stream before the
         # replay's own (topology/history/runs.py).
         replay = number(end.message.headers.get(H_REPLAYS)) or None
+        trace_id = tracing.trace_id()
         history.emit(
             event(
                 "attempt",
@@ -107,6 +115,8 @@ class Reporter:
                 error=error,
                 http_status=end.http_status,
                 result=end.result,
+                trace_id=trace_id,
+                key=verdict.key,
                 **self._where,
             )
         )
@@ -120,6 +130,8 @@ class Reporter:
                     reason=verdict.reason,
                     attempts=end.attempt,
                     error=error,
+                    trace_id=trace_id,
+                    key=verdict.key,
                 )
             )
 

@@ -78,16 +78,20 @@ class WorkerSettings(CronSettings):
 
     concurrency_limits: ModuleList = Field(
         default_factory=list,
-        description="Most attempts at once across the fleet: task=N, or task[field]=N per "
-        "value of a payload field (comma-separated, e.g. report=2,sync[customer]=1).",
+        description="Most attempts at once across the fleet: task=N, task[field]=N per value "
+        "of a payload field, task[@host]=N per http destination host, schedule:NAME=N for a "
+        "schedule's runs (comma-separated, e.g. report=2,sync[customer]=1,http[@host]=4).",
     )
     rate_limits: ModuleList = Field(
         default_factory=list,
         description="Most starts of a task per period across the fleet, with a burst: "
-        "task=N/PERIOD[:BURST] (comma-separated, e.g. report=10/1s,sync=100/1m:5).",
+        "task=N/PERIOD[:BURST], per payload field value with task[field]=..., per http "
+        "destination host with task[@host]=..., for a schedule's runs with schedule:NAME=... "
+        "(comma-separated, e.g. "
+        "report=10/1s,sync[customer]=100/1m:5,http[@host]=20/1s).",
     )
     breaker_enabled: bool = Field(
-        False,
+        True,
         description="Circuit breaker per http destination (scheme, host, port): while open, "
         "attempts to it are deferred without spending one.",
     )
@@ -116,7 +120,7 @@ class WorkerSettings(CronSettings):
     )
 
     retry_budget_enabled: bool = Field(
-        False,
+        True,
         description="Retry budget per http destination: retries at most a share of the "
         "fleet's first attempts there; past it a failure goes to the failed queue.",
     )

@@ -10,12 +10,12 @@ the worker goes on with other tasks.
 
 ``CRON_CONCURRENCY_LIMITS`` lists the limits: ``report=2`` (two ``report`` attempts at once
 in the fleet), ``sync[customer]=1`` (one ``sync`` attempt per value of its payload's
-``customer``).
+``customer``), ``http[@host]=4`` (four attempts at once per destination host). A schedule
+names its own in its spec (``limits.concurrency``), counted under ``schedule:<name>``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from warren_cron.broker.exclusive import plain_connection, try_exclusive
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE, SettingsError
+from warren_cron.flowlimits import MAX_SLOTS, digest, scoped_key
+from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.overlap import Attempt
@@ -31,25 +33,21 @@ from warren_cron.worker.overlap import Attempt
 LIMITED = "concurrency-limit"
 #: Seconds a task waits before it looks for a free slot again.
 WAIT_SECONDS = 1
-#: Most slots one key may have: each free slot looked for is a declaration.
-MAX_SLOTS = 100
-_LIMIT = re.compile(r"^(?P<task>[\w.:-]+)(?:\[(?P<field>\w+)\])?=(?P<n>\d+)$")
+_LIMIT = re.compile(r"^(?P<task>[\w.:-]+)(?:\[(?P<field>@host|\w{1,64})\])?=(?P<n>\d{1,4})$")
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """At most ``slots`` attempts at once of a task, per value of ``field`` when given."""
+    """At most ``slots`` attempts at once of ``scope`` (a task, or ``schedule:<name>``), per
+    value of ``field`` (a payload field, or ``@host``) when given."""
 
-    task: str
+    scope: str
     slots: int
     field: str | None = None
 
     def key(self, envelope: Envelope) -> str:
         """The key this envelope's attempt counts under."""
-        if self.field is None:
-            return self.task
-        payload = envelope.payload if isinstance(envelope.payload, dict) else {}
-        return f"{self.task}[{self.field}={payload.get(self.field)!r}]"
+        return scoped_key(self.scope, self.field, envelope.payload)
 
 
 def parse_limits(entries: list[str]) -> dict[str, Limit]:
@@ -59,8 +57,8 @@ def parse_limits(entries: list[str]) -> dict[str, Limit]:
         match = _LIMIT.match(entry.strip())
         if match is None or not 1 <= int(match["n"]) <= MAX_SLOTS:
             raise SettingsError(
-                f"CRON_CONCURRENCY_LIMITS entry {entry!r} is not task=N or task[field]=N "
-                f"with N from 1 to {MAX_SLOTS}, e.g. report=2,sync[customer]=1"
+                f"CRON_CONCURRENCY_LIMITS entry {entry[:200]!r} is not task=N, task[field]=N "
+                f"or task[@host]=N with N from 1 to {MAX_SLOTS}, e.g. report=2,sync[customer]=1"
             )
         limits[match["task"]] = Limit(match["task"], int(match["n"]), match["field"])
     return limits
@@ -68,8 +66,7 @@ def parse_limits(entries: list[str]) -> dict[str, Limit]:
 
 def slot_queue(namespace: str, key: str, index: int) -> str:
     """Exclusive queue that is slot ``index`` of ``key`` (by a digest: keys may be long)."""
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return f"{namespace}_slot.{digest}.{index}"
+    return Names(namespace).slot_queue(digest(key), index)
 
 
 async def run_limited(
@@ -80,28 +77,32 @@ async def run_limited(
     try:
         connection = await plain_connection(settings, f"warren-slot {key}", 30)
     except BROKER_TROUBLE as error:
-        return _deferred(f"cannot reach the broker for a slot of {key}: {error!r}")
+        return _deferred(key, f"cannot reach the broker for a slot of {key}: {error!r}")
     async with connection:
         order = random.sample(range(limit.slots), limit.slots)  # spread the racers out
         for index in order:
             try:
                 held = await try_exclusive(connection, slot_queue(settings.namespace, key, index))
             except BROKER_TROUBLE as error:
-                return _deferred(f"cannot take a slot of {key}: {error!r}")
+                return _deferred(key, f"cannot take a slot of {key}: {error!r}")
             if held is not None:
                 return await attempt()
-    return _deferred(f"all {limit.slots} slots of {key} are held")
+    return _deferred(key, f"all {limit.slots} slots of {key} are held")
 
 
 def limited_run(
-    settings: CronSettings, limit: Limit | None, envelope: Envelope, attempt: Attempt
+    settings: CronSettings, limits: list[Limit], envelope: Envelope, attempt: Attempt
 ) -> Attempt:
-    """``attempt``, run in a slot when the task has a ``limit``."""
-    if limit is None:
-        return attempt
+    """``attempt``, run holding a slot of each of its ``limits`` (none: as it is)."""
+    for limit in limits:
+        attempt = _in_slot(settings, limit, envelope, attempt)
+    return attempt
+
+
+def _in_slot(settings: CronSettings, limit: Limit, envelope: Envelope, attempt: Attempt) -> Attempt:
     return lambda: run_limited(settings, limit, envelope, attempt)
 
 
-def _deferred(why: str) -> Result:
+def _deferred(key: str, why: str) -> Result:
     error = f"{why}; deferred {WAIT_SECONDS} s"
-    return Result(Outcome.DEFERRED, LIMITED, error, retry_after=WAIT_SECONDS)
+    return Result(Outcome.DEFERRED, LIMITED, error, retry_after=WAIT_SECONDS, key=key)

@@ -157,13 +157,28 @@ def cron_env(bench: Bench, **extra: str) -> dict[str, str]:
     return env
 
 
-def worker_env(bench: Bench, prefetch: int, modules: str = "") -> dict[str, str]:
+#: The settings that turn on the circuit breaker and the retry budget (``--flow``).
+FLOW_ENV = {"CRON_BREAKER_ENABLED": "true", "CRON_RETRY_BUDGET_ENABLED": "true"}
+
+
+def worker_env(
+    bench: Bench, prefetch: int, modules: str = "", extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """Environment of ``warren worker`` in the benchmark's namespace, INFO JSON logs."""
-    return cron_env(bench, CRON_PREFETCH=str(prefetch), CRON_HANDLER_MODULES=modules)
+    env = cron_env(bench, CRON_PREFETCH=str(prefetch), CRON_HANDLER_MODULES=modules)
+    return {**env, **(extra or {})}
 
 
-def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: Path) -> Run:
-    """Start ``warren worker``; clock from process start to its last attempt line."""
+def run_ours(
+    bench: Bench,
+    expected: int,
+    prefetch: int,
+    modules: str,
+    workdir: Path,
+    extra: dict[str, str] | None = None,
+) -> Run:
+    """Start ``warren worker`` (with ``extra`` settings); clock from process start to its
+    last attempt line."""
     log = workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
     with log.open("wb") as out:
         started = time.time()
@@ -172,7 +187,7 @@ def run_ours(bench: Bench, expected: int, prefetch: int, modules: str, workdir: 
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=worker_env(bench, prefetch, modules),
+            env=worker_env(bench, prefetch, modules, extra),
         )
         attempts = LineCounter(log)
         until(lambda: attempts() >= expected or process.poll() is not None, 600)

@@ -28,6 +28,7 @@ import aiohttp
 import orjson
 
 from benchlib.common import (
+    FLOW_ENV,
     ROOT,
     SEARCH_PATH,
     Bench,
@@ -104,15 +105,41 @@ def one_round(
 ) -> dict[tuple[str, int], Run]:
     """Each contender once per prefetch, the order alternating from round to round."""
     runs: dict[tuple[str, int], Run] = {}
-    names = ("ours", "raw") if index % 2 == 0 else ("raw", "ours")
+    names = ("ours", "flow", "raw") if args.flow else ("ours", "raw")
+    if index % 2:
+        names = names[::-1]
     for prefetch in args.prefetches:
         for name in names:
             asyncio.run(bench.fill(args.tasks, "http", PLAN, payload(url)))
-            if name == "ours":
-                runs[name, prefetch] = run_ours(bench, args.tasks, prefetch, "", workdir)
-            else:
+            if name == "raw":
                 runs[name, prefetch] = run_raw(bench, args.tasks, prefetch)
+            else:
+                extra = FLOW_ENV if name == "flow" else None
+                runs[name, prefetch] = run_ours(bench, args.tasks, prefetch, "", workdir, extra)
     return runs
+
+
+def flow_table(rounds: list[dict[tuple[str, int], Run]], prefetch: int) -> dict[str, float]:
+    """``--flow``: ours with the breaker and budget on against ours with them off."""
+    off = [r["ours", prefetch] for r in rounds]
+    on = [r["flow", prefetch] for r in rounds]
+    each = [n.per_s / f.per_s for n, f in zip(on, off, strict=True)]
+    cpu = [
+        (n.cpu_seconds / n.tasks) / (f.cpu_seconds / f.tasks) for n, f in zip(on, off, strict=True)
+    ]
+    print_table(
+        f"  breaker and budget on against off, prefetch {prefetch}",
+        [
+            ("on tasks/s", [r.per_s for r in on]),
+            ("on CPU µs/task", [r.cpu_seconds / r.tasks * 1e6 for r in on]),
+            ("ratio on/off tasks/s", each),
+            ("ratio on/off CPU per task", cpu),
+        ],
+    )
+    return {
+        f"flow_ratio_{prefetch}": statistics.median(each),
+        f"flow_cpu_ratio_{prefetch}": statistics.median(cpu),
+    }
 
 
 def http(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
@@ -150,6 +177,8 @@ def http(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
         result[f"ours_per_s_{prefetch}"] = statistics.median(r.per_s for r in ours)
         result[f"raw_per_s_{prefetch}"] = statistics.median(r.per_s for r in raw)
         result[f"ratio_{prefetch}"] = ratios[prefetch]
+        if args.flow:
+            result.update(flow_table(rounds, prefetch))
     # The figure a check reads: the worse of the prefetches.
     result["ratio"] = min(ratios.values())
     return result
@@ -164,6 +193,11 @@ def add_command(sub: Any) -> None:
         type=int_list,
         default=[32, 100],
         help="comma-separated prefetches to run at (default 32,100)",
+    )
+    command.add_argument(
+        "--flow",
+        action="store_true",
+        help="also run ours with the circuit breaker and the retry budget on",
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.common import (
+    FLOW_ENV,
     ROOT,
     SEARCH_PATH,
     Bench,
@@ -43,14 +44,18 @@ def total_instructions(out: Path) -> int:
     raise RuntimeError(f"no totals in {out}")
 
 
-def ours(bench: Bench, tasks: int, workdir: Path) -> int:
+def ours(bench: Bench, tasks: int, workdir: Path, extra: dict[str, str] | None = None) -> int:
     """``warren worker`` under callgrind until ``tasks`` attempts, then SIGTERM."""
     out, log = workdir / f"cg-ours-{tasks}.out", workdir / f"cg-ours-{tasks}.log"
     worker = [sys.executable, "-m", "warren_cron.worker"]
     command = [*CALLGRIND, f"--callgrind-out-file={out}", *worker]
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, cwd=ROOT, stdout=sink, stderr=subprocess.DEVNULL, env=worker_env(bench, 100)
+            command,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+            env=worker_env(bench, 100, extra=extra),
         )
         until(reached(LineCounter(log), tasks), 1800)
         process.send_signal(signal.SIGTERM)
@@ -89,7 +94,7 @@ def instructions(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[
             for tasks in (small, large):
                 asyncio.run(bench.fill(tasks, args.task, PLAN, payload(url) if url else None))
                 counts[name].append(
-                    ours(bench, tasks, workdir)
+                    ours(bench, tasks, workdir, FLOW_ENV if args.flow else None)
                     if name == "ours"
                     else raw(bench, tasks, workdir, args.task)
                 )
@@ -114,4 +119,7 @@ def add_command(sub: Any) -> None:
         choices=sorted(BASELINES),
         default="noop",
         help="noop (against drain's consumer) or http (against aio-pika + aiohttp, local endpoint)",
+    )
+    command.add_argument(
+        "--flow", action="store_true", help="ours with the circuit breaker and retry budget on"
     )

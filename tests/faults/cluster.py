@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -52,8 +53,16 @@ async def cluster_scenario(
         await broker.cleanup()
 
 
+#: How long a new leader may take from winning the lock to its first fires while a node is
+#: lost: its term reads the watermark (a quorum queue) and the pause and runtime-schedule
+#: streams, which wait for a new leader of their own when theirs was on the lost node (20 to
+#: 30 s measured on 4.3, where a read can hit the broker's 30 s timeout and is tried again).
+TERM_START_SECONDS = 75
+
+
 #: RabbitMQ 4.2 and later keep the exclusive queues of a node seen down until that node is
-#: back (or forgotten) instead of deleting them: the locks it held stay held meanwhile.
+#: back (or forgotten) instead of deleting them: the overlap locks it held stay held meanwhile
+#: (the scheduler's leader lock is a quorum queue and does not wait).
 LOCKS_WAIT_FOR_THE_NODE = release() == "4.3"
 
 
@@ -138,3 +147,29 @@ async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     taken = old.count(LEADING) + standby.count(LEADING)
     assert taken == 2, f"two schedulers took the lock:\n{both_logs(old, standby)}"
     return leads()  # type: ignore[return-value]
+
+
+def event_times(proc: Proc, event: str) -> list[str]:
+    """The timestamps (ISO, UTC, one clock: the same host) of ``proc``'s log lines ``event``."""
+    times = []
+    for line in proc.log().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") == event:
+                times.append(str(record["timestamp"]))
+    return times
+
+
+def stepped_down_first(old: Proc, new: Proc) -> None:
+    """Assert that ``old`` gave up leading (its lease ran out, or its connection was lost)
+    before ``new`` began to lead: never two leaders at once."""
+    if new is old:
+        return  # it led again after stepping down
+    ends = event_times(old, STEPPED_DOWN) + event_times(old, LOST)
+    [began] = event_times(new, "leading")
+    assert ends and min(ends) < began, f"two leaders at once:\n{both_logs(old, new)}"
+
+
+#: What a leader logs when it stops leading: its lease ran out, or its connection closed.
+STEPPED_DOWN = "leader lease ran out: no probe came back"
+LOST = "not leading: cannot reach the broker or lost the connection; trying again"

@@ -4,7 +4,8 @@ while tasks flow. On 3.10 ``pause_minority`` pauses a cut-off node and its clien
 on 4.3 (Khepri only, no partition handling) it stays up but can do nothing without the
 majority: its worker idles, its scheduler gets no confirm.
 
-The oracle is the ledger: every task published is completed or failed as its kind says,
+The minority partition scenarios are in ``test_cluster_partitions.py``, on a cluster of
+their own. The oracle is the ledger: every task published is completed or failed as its kind says,
 none is lost, and a task that ran twice has a cause the ledger can name. Workers, schedulers
 and the publisher are given every node (``CRON_AMQP_URL``, comma-separated).
 """
@@ -12,15 +13,14 @@ and the publisher are given every node (``CRON_AMQP_URL``, comma-separated).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.faults.cluster import (
-    LOCKS_WAIT_FOR_THE_NODE,
     LONG_ATTEMPTS,
+    TERM_START_SECONDS,
     back_if_locks_wait,
     cluster_scenario,
     first_node_url,
@@ -28,21 +28,20 @@ from tests.faults.cluster import (
     locked_run,
     new_leader,
     nothing_lost,
+    stepped_down_first,
     stuck_on_3_10,
     workers_on,
 )
-from tests.faults.harness import FREEZE_SECONDS, ClusterScenario
+from tests.faults.harness import ClusterScenario
 from tests.faults.test_scheduler_faults import (
-    LEADING,
     STANDING_BY,
     fires_report,
     more_fires,
     schedules_file,
     spawn_scheduler,
 )
-from warren_cron.testing.install import release
 from warren_cron.testing.ledger import Fate, Ledger
-from warren_cron.testing.private_broker import NET_TICKTIME_SECONDS, PrivateBroker
+from warren_cron.testing.private_broker import NET_TICKTIME_SECONDS
 from warren_cron.testing.private_cluster import PrivateCluster
 from warren_cron.testing.waits import eventually
 from warren_cron.testing.workload import workload
@@ -139,10 +138,10 @@ async def test_a_rolling_restart_while_tasks_flow_loses_nothing(
 async def test_a_standby_scheduler_leads_when_the_leaders_node_is_killed(
     scenario: ClusterScenario, tmp_path: Path
 ) -> None:
-    """The leader's lock queue lives on its node: kill -9 of that node frees it (on 4.3 once
-    the node is back), a scheduler leads again within seconds through another node (the
-    standby, or the old leader if it reconnects first), no fire is missing and none runs
-    twice unseen."""
+    """kill -9 of the leader's node, left down: the lock queue's majority drops the consumer
+    it had there, a scheduler leads again within seconds through another node (the standby,
+    or the old leader if it reconnects first), no fire is missing and none runs twice
+    unseen."""
     await scenario.prepare()
     first, second = scenario.node.nodes[0], scenario.node.nodes[1]
     await scenario.worker(CRON_AMQP_URL=first_node_url(scenario.node, second))
@@ -152,7 +151,6 @@ async def test_a_standby_scheduler_leads_when_the_leaders_node_is_killed(
     standby = await spawn_scheduler(scenario, path, STANDING_BY, CRON_AMQP_URL=on_second).ready()
     await more_fires(scenario)
     await asyncio.to_thread(first.kill)
-    await back_if_locks_wait(first)
     await new_leader(leader, standby)
     await more_fires(scenario)
     report, times = await fires_report(scenario)
@@ -165,9 +163,9 @@ async def test_a_standby_scheduler_leads_when_the_leaders_node_is_killed(
 async def test_a_standby_scheduler_leads_when_the_leaders_node_is_cut_off(
     scenario: ClusterScenario, tmp_path: Path
 ) -> None:
-    """The leader's node frozen past the net tick time: the others drop its lock queue and a
-    scheduler leads through another node; the old leader, fenced with its node, publishes
-    nothing twice unseen."""
+    """The leader's node frozen past the net tick time: the others drop its consumer of the
+    lock queue and a scheduler leads through another node while it stays frozen; the old
+    leader, fenced with its node, publishes nothing twice unseen."""
     await scenario.prepare()
     first, second = scenario.node.nodes[0], scenario.node.nodes[1]
     on_second = first_node_url(scenario.node, second)
@@ -178,9 +176,8 @@ async def test_a_standby_scheduler_leads_when_the_leaders_node_is_cut_off(
     await more_fires(scenario)
     first.freeze()
     try:
-        await back_if_locks_wait(first, frozen=True)
-        await new_leader(leader, standby)
-        await more_fires(scenario)
+        stepped_down_first(leader, await new_leader(leader, standby))
+        await more_fires(scenario, timeout=TERM_START_SECONDS)
     finally:
         first.thaw()
     await asyncio.to_thread(scenario.node.heal)
@@ -222,75 +219,3 @@ async def test_an_overlap_lock_held_on_a_lost_node_never_lets_two_runs_overlap(
     report = await scenario.check(timeout=120)
     assert report.runs[run.run_id].fate is Fate.COMPLETED, report.table()
     assert scenario.ledger.overlapping(run.run_id) == []
-
-
-@contextmanager
-def cut_off(cluster: PrivateCluster, node: PrivateBroker) -> Iterator[None]:
-    """``node`` in a minority partition for the block; rejoined (and healed) after it."""
-    cluster.isolate(node)
-    try:
-        yield
-    finally:
-        cluster.rejoin(node)
-
-
-#: The partition scenarios hold on 4.3 (Khepri: the cut-off node keeps its clients and can do
-#: nothing). On 3.10, pause_minority pauses the cut-off node and, with the peers' links cut as
-#: these tests cut them, the node had not rejoined after 120 s, and the standby took the lock
-#: while the old leader still held its own on the minority side: to be worked out before they
-#: run there (docs/rabbitmq-4.3.md).
-PARTITIONS_ON_4_3_ONLY = pytest.mark.skipif(
-    release() != "4.3", reason="partition scenarios verified on RabbitMQ 4.3 only so far"
-)
-
-
-@PARTITIONS_ON_4_3_ONLY
-async def test_a_worker_cut_off_with_its_node_loses_and_doubles_nothing(
-    scenario: ClusterScenario,
-) -> None:
-    """A worker on the minority node, another on the majority: while cut off, the majority's
-    worker goes on with the tasks; once the node rejoins, nothing is lost or doubled."""
-    await scenario.prepare()
-    first, cut = scenario.node.nodes[0], scenario.node.nodes[2]
-    workers = [*await workers_on(scenario, cut, 1), *await workers_on(scenario, first, 1)]
-    await flowing(scenario)
-    with cut_off(scenario.node, cut):
-        await eventually(lambda: cut.node not in scenario.node.members(), 60, interval=0.5)
-        done = scenario.ledger.count_attempts()
-        await eventually(lambda: scenario.ledger.count_attempts() >= done + 10, 60)
-    await eventually(scenario.node.whole, 120, interval=2)
-    await nothing_lost(scenario, workers)
-
-
-@PARTITIONS_ON_4_3_ONLY
-async def test_a_leading_scheduler_cut_off_with_its_node_fires_nothing_twice(
-    scenario: ClusterScenario, tmp_path: Path
-) -> None:
-    """The leading scheduler's node in a minority partition. On 3.10 the node pauses and a
-    scheduler on the majority leads; on 4.3 the majority keeps the old leader's lock, and the
-    old leader, cut off, gets no fire confirmed. Once the node rejoins, fires go on: none is
-    lost and none runs twice unseen."""
-    await scenario.prepare()
-    first, cut = scenario.node.nodes[0], scenario.node.nodes[2]
-    await scenario.worker(CRON_AMQP_URL=first_node_url(scenario.node, first))
-    path = schedules_file(tmp_path)
-    on_cut = first_node_url(scenario.node, cut)
-    leader = await spawn_scheduler(scenario, path, CRON_AMQP_URL=on_cut).ready()
-    on_first = first_node_url(scenario.node, first)
-    standby = await spawn_scheduler(scenario, path, STANDING_BY, CRON_AMQP_URL=on_first).ready()
-    await more_fires(scenario)
-    with cut_off(scenario.node, cut):
-        await eventually(lambda: cut.node not in scenario.node.members(), 60, interval=0.5)
-        if LOCKS_WAIT_FOR_THE_NODE:  # the lock stays the old leader's, which confirms nothing
-            await asyncio.sleep(FREEZE_SECONDS)
-            assert standby.count(LEADING) == 0
-        else:
-            await new_leader(leader, standby)
-            await more_fires(scenario, 5)
-    await eventually(scenario.node.whole, 120, interval=2)
-    await more_fires(scenario)
-    report, times = await fires_report(scenario)
-    assert (report.lost, report.unexpected) == ([], []), report.table()
-    # As for any takeover: at most the one fire confirmed before the old leader's watermark.
-    assert len(report.unexplained) <= 1, report.table()
-    assert len(times) >= 8

@@ -14,7 +14,7 @@ from warren_cron.testing.processes import Proc, Procs
 pytestmark = pytest.mark.faults
 
 #: The worker's robust connections, each reporting its own outage.
-CONNECTIONS = ["warren-worker-consume", "warren-worker-publish"]
+CONNECTIONS = ["warren-worker-cancels", "warren-worker-consume", "warren-worker-publish"]
 #: What aio-pika logs for every failed reconnect try.
 RETRY_LINE = "Connection attempt to"
 

@@ -31,6 +31,8 @@ _PUBLISH = 40
 _MANDATORY = b"\x01"
 #: Property flags of content_type, headers, delivery_mode, priority and message_id.
 _FLAGS = 1 << 15 | 1 << 13 | 1 << 12 | 1 << 11 | 1 << 7
+#: The flag of ``type``, written after ``message_id`` (properties go in flag order).
+_TYPE_FLAG = 1 << 5
 _PERSISTENT_PRIORITY_0 = b"\x02\x00"
 
 
@@ -71,15 +73,17 @@ def encode(message: Outgoing, channel: int, max_body: int) -> bytes:
     encoder, which dominated a burst of fires.
     """
     body = message.body
-    properties = b"".join(
-        (
-            _CONTENT_TYPE,
-            _table(message.headers),
-            _PERSISTENT_PRIORITY_0,
-            _shortstr(message.message_id),
-        )
-    )
-    header = struct.pack(">HHQH", _BASIC, 0, len(body), _FLAGS) + properties
+    parts = [
+        _CONTENT_TYPE,
+        _table(message.headers),
+        _PERSISTENT_PRIORITY_0,
+        _shortstr(message.message_id),
+    ]
+    flags = _FLAGS
+    if message.type is not None:
+        parts.append(_shortstr(message.type))
+        flags |= _TYPE_FLAG
+    header = struct.pack(">HHQH", _BASIC, 0, len(body), flags) + b"".join(parts)
     frames = [_publish_method(channel, message.exchange, message.routing_key)]
     frames.append(_frame(_FRAME_HEADER, channel, header))
     frames += [

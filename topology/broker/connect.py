@@ -109,5 +109,23 @@ async def publish_channel(connection: AbstractRobustConnection) -> AbstractRobus
 async def publish_channel(connection: AbstractConnection) -> AbstractChannel: ...
 async def publish_channel(connection: AbstractConnection) -> AbstractChannel:
     """A channel with publisher confirms where a returned (unroutable) message raises."""
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    return await open_channel(connection, publisher_confirms=True, on_return_raises=True)
+
+
+@overload
+async def open_channel(
+    connection: AbstractRobustConnection, **options: bool
+) -> AbstractRobustChannel: ...
+@overload
+async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel: ...
+async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel:
+    """A new channel; ``BrokerUnavailable`` while a robust connection is reconnecting."""
+    try:
+        channel = connection.channel(**options)
+        await channel
+    except RuntimeError as error:
+        # aio-pika's plain RuntimeError for a connection with no transport (it is down and
+        # reconnecting; it can go down between the two lines too): callers catch broker
+        # trouble, not every RuntimeError.
+        raise BrokerUnavailable(f"the broker connection is down ({error}); try again") from None
     return channel

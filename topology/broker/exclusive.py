@@ -55,3 +55,18 @@ async def exists(connection: AbstractConnection, name: str) -> bool:
         return False
     await channel.close()
     return True
+
+
+async def consumer_count(connection: AbstractConnection, name: str) -> int | None:
+    """Consumers of queue ``name`` as its passive declare counts them (a single-active-consumer
+    queue counts its active one only); None when there is no such queue, and 1 for an
+    exclusive queue held by another connection."""
+    channel = await connection.channel()
+    try:
+        declared = await channel.declare_queue(name, passive=True)
+    except ChannelLockedResource:
+        return 1
+    except ChannelNotFoundEntity:
+        return None
+    await channel.close()
+    return declared.declaration_result.consumer_count

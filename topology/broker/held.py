@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager, suppress
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.broker.underlay import underlay
 
 #: Prefetch of each consumer: how many messages one consumer holds before the next starts.
@@ -100,7 +101,7 @@ class Held:
 @asynccontextmanager
 async def holding(connection: AbstractConnection, queue_name: str) -> AsyncIterator[Held]:
     """Read ``queue_name`` on a channel of its own; closing it returns what was not acked."""
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     try:
         await channel.set_qos(prefetch_count=BATCH)
         yield Held(channel, await channel.declare_queue(queue_name, passive=True))

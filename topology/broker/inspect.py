@@ -17,6 +17,7 @@ import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 from aiormq.exceptions import ChannelNotFoundEntity
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.broker.held import close_quietly, holding
 from warren_cron.errors import PlanError
 from warren_cron.headers import (
@@ -36,7 +37,7 @@ T = TypeVar("T")
 
 async def counts(connection: AbstractConnection, queue_name: str) -> tuple[int, int] | None:
     """Ready messages and consumers of a queue, or None when it does not exist."""
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     try:
         queue = await channel.declare_queue(queue_name, passive=True)
     except ChannelNotFoundEntity:

@@ -100,9 +100,9 @@ def metadata_store(found: Survey) -> Finding:
 
 def _khepri_nodes(found: Survey) -> Finding:
     said = (
-        "Khepri: any declare (queues, and the exclusive queues warren uses as the scheduler's "
-        "leader lock and the overlap locks) needs a majority of nodes up, and a lock held on "
-        "a node that died stays held until that node is back"
+        "Khepri: any declare (queues, the scheduler's leader lock, and the exclusive queues of "
+        "the overlap locks) needs a majority of nodes up, and an overlap lock held on a node "
+        "that died stays held until that node is back"
     )
     if found.nodes == 2:
         return Finding(

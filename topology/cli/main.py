@@ -34,7 +34,7 @@ SUBCOMMANDS = {
     "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
     "doctor": Subcommand("warren_cron.cli.doctor", "check the broker for what warren needs"),
     "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
-    "runs": Subcommand("warren_cron.cli.runs", "one run's state and result; wait for it to end"),
+    "runs": Subcommand("warren_cron.cli.runs", "one run's state and result; wait for or cancel it"),
     "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
     "schedules": Subcommand(
         "warren_cron.cli.schedules", "list, create, update, archive, pause, trigger..."

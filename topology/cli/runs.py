@@ -2,6 +2,8 @@
 
     warren runs show RUN_ID [--json]
     warren runs wait RUN_ID [--timeout S] [--json]
+    warren runs cancel RUN_ID [--reason TEXT]        (``topology/cli/runs_cancel.py``)
+    warren runs cancel --schedule 'x*' [--state delayed] [--dry-run]
 
 Exit codes: 0 the run succeeded (``show``: the run was found, whatever its state), 1 it
 failed, expired or was cancelled (``show``: no event of it yet), 2 bad usage, 3 the broker
@@ -16,6 +18,8 @@ import sys
 import orjson
 
 from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, log_to_stderr, run_command
+from warren_cron.cli.runs_cancel import add_parser as add_cancel
+from warren_cron.cli.runs_cancel import cancel_command, usage_error
 from warren_cron.client.client import Client
 from warren_cron.errors import RunTimeout, SettingsError
 from warren_cron.history.lifecycle import RunStatus
@@ -32,12 +36,13 @@ __all__ = ["EXIT_BROKER", "EXIT_SUCCEEDED", "EXIT_TIMEOUT", "EXIT_UNSUCCESSFUL",
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: ``show`` and ``wait``."""
+    """The command line: ``show``, ``wait`` and ``cancel``."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="A run's state and attempts, from the history stream.",
         epilog="exit codes: 0 succeeded, 1 failed/expired/cancelled, 2 usage, 3 broker, "
-        "4 timeout (wait); show exits 0 for a run it found, 1 for one with no event yet",
+        "4 timeout (wait), 5 cancel: the run had ended; show exits 0 for a run it found, 1 "
+        "for one with no event yet",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="the run's state, attempts and result")
@@ -47,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     wait.add_argument("run_id")
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds")
     wait.add_argument("--json", action="store_true", help="print the final status as JSON")
+    add_cancel(commands)
     return parser
 
 
@@ -71,8 +77,10 @@ def exit_of(status: RunStatus) -> int:
 
 
 async def command(settings: CronSettings, args: argparse.Namespace) -> int:
-    """Run ``show`` or ``wait`` with one client."""
+    """Run ``show``, ``wait`` or ``cancel`` with one client."""
     async with Client(settings, name="warren-runs") as client:
+        if args.command == "cancel":
+            return await cancel_command(client, args, PROG)
         handle = client.run(args.run_id)
         if args.command == "show":
             status = await handle.status()
@@ -90,6 +98,10 @@ async def command(settings: CronSettings, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
+    wrong = usage_error(args) if args.command == "cancel" else None
+    if wrong is not None:
+        print(f"{PROG} cancel: error: {wrong}", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "wait" and args.timeout is not None and args.timeout <= 0:
         print(f"{PROG}: error: --timeout must be a positive number of seconds", file=sys.stderr)
         return EXIT_USAGE

@@ -23,7 +23,7 @@ from warren_cron.errors import StoreError
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.store.admin import ScheduleAdmin, StoredSchedule
-from warren_cron.store.changes import spec_json
+from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:
     from warren_cron.cli.schedules import Context
@@ -155,7 +155,8 @@ def describe(stored: StoredSchedule) -> str:
     """A runtime schedule as text: its fields, then one line per change."""
     lines = [f"{stored.name}  (runtime, {stored.status}, version {stored.version})"]
     lines += [
-        f"  {key} = {orjson.dumps(value).decode()}" for key, value in spec_json(stored.spec).items()
+        f"  {key} = {orjson.dumps(value).decode()}"
+        for key, value in shown_spec(stored.spec).items()
     ]
     lines.append("history:")
     for item in stored.history:

@@ -9,11 +9,13 @@
         print(done.run_id)
 """
 
+from warren_cron.cancel.request import CancelAnswer
 from warren_cron.client.client import Client
 from warren_cron.client.options import Enqueued, EnqueueOptions
 from warren_cron.client.sync import SyncClient
 from warren_cron.errors import (
     BrokerUnavailable,
+    CancelError,
     EnqueueError,
     InvalidSchedule,
     NameTaken,
@@ -27,6 +29,8 @@ from warren_cron.store.admin import StoredSchedule
 
 __all__ = [
     "BrokerUnavailable",
+    "CancelAnswer",
+    "CancelError",
     "Client",
     "EnqueueError",
     "EnqueueOptions",

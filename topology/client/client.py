@@ -6,9 +6,15 @@ import asyncio
 from contextlib import suppress
 from typing import Any, Unpack
 
-from aio_pika.abc import AbstractConnection, AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
 
 from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.cancel.stream import declare_cancels
 from warren_cron.client.keys import KeyClaims
 from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
 from warren_cron.client.runs import RunHandle
@@ -41,6 +47,7 @@ class Client(ScheduleMethods):
         self._publisher: TaskPublisher | None = None
         self._keys: KeyClaims | None = None
         self._history_declared = False
+        self._cancels_declared = False
 
     async def __aenter__(self) -> Client:
         await self.connect()
@@ -97,6 +104,16 @@ class Client(ScheduleMethods):
             await declare_history(self._connection, self._names, self.settings)
             self._history_declared = True
         return self._connection, self._names.history_stream
+
+    async def cancel_access(self) -> tuple[AbstractChannel, Names]:
+        """A channel with confirms and the names, with the cancels stream declared once, for
+        a run handle's ``cancel``."""
+        await self.history_access()
+        assert self._connection is not None and self._channel is not None
+        if not self._cancels_declared:
+            await declare_cancels(self._connection, self._names)
+            self._cancels_declared = True
+        return self._channel, self._names
 
     async def enqueue(
         self, task: str, payload: Any = None, **options: Unpack[EnqueueOptions]

@@ -11,15 +11,18 @@ import asyncio
 from datetime import datetime
 from typing import Any, Protocol
 
-from aio_pika.abc import AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection
 
+from warren_cron.cancel.request import CancelAnswer, cancel_run
+from warren_cron.cancel.tombstone import checked_reason, checked_run_id
 from warren_cron.clock import utcnow
 from warren_cron.errors import RunFailed, RunTimeout
-from warren_cron.history.events import Event
+from warren_cron.history.events import Event, who
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.lifecycle import RunStatus, status_of
 from warren_cron.history.recent import CLOCK_SLACK, one_run, story_start
 from warren_cron.history.runs import Run, run_time
+from warren_cron.names import Names
 
 
 async def run_status(
@@ -70,6 +73,9 @@ class HistoryAccess(Protocol):
     async def history_access(self) -> tuple[AbstractConnection, str]:
         """The client's connection (made if need be) and its history stream."""
 
+    async def cancel_access(self) -> tuple[AbstractChannel, Names]:
+        """A channel with publisher confirms and the namespace's names."""
+
 
 class RunHandle:
     """One run, by id: ``await handle.status()``, ``await handle.result(timeout=60)``."""
@@ -98,3 +104,17 @@ class RunHandle:
         """Wait for the run to end and return the handler's return value; ``RunFailed`` when
         it failed, expired or was cancelled, ``RunTimeout`` after ``timeout`` seconds."""
         return result_of(await self.wait(timeout))
+
+    async def cancel(
+        self, reason: str | None = None, *, by: str | None = None, until: datetime | None = None
+    ) -> CancelAnswer:
+        """Cancel the run: not started, it never starts; running, its attempt is stopped on
+        whichever worker runs it. Either way it ends ``cancelled``. A run that ended already
+        is left as it is (``cancelled`` False in the answer). ``until``: keep the cancel that
+        long at least, for a run due more than 30 days ahead. ``CancelError`` for a bad
+        run id or a reason over 500 characters."""
+        checked_run_id(self.run_id)  # before reading the history for it
+        reason = checked_reason(reason)
+        status = await self.status()
+        channel, names = await self._client.cancel_access()
+        return await cancel_run(channel, names, status, by or who(), reason, until)

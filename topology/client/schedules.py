@@ -15,11 +15,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aio_pika.abc import AbstractRobustConnection
 
+from warren_cron.errors import StoreError
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.store.admin import ScheduleAdmin, StoredSchedule
@@ -68,6 +69,19 @@ class ScheduleMethods:
         use (by the schedules file, or a live runtime schedule)."""
         admin = await self._schedules()
         return await admin.create(spec, by or who(), reason)
+
+    async def create_schedules(
+        self, specs: Iterable[SpecLike], *, by: str | None = None, reason: str | None = None
+    ) -> list[StoredSchedule | StoreError]:
+        """Create many runtime schedules at once, many changes in flight together (thousands
+        a second, where one ``create_schedule`` after another waits out each round trip).
+
+        Every spec is checked before anything is written: ``InvalidSchedule`` for the first
+        bad one (or a name given twice), ``NameTaken`` for a name of the schedules file. Each
+        returned item is the created schedule, or the ``NameTaken`` that refused it (a live
+        runtime schedule has the name), in the order given."""
+        admin = await self._schedules()
+        return await admin.create_many(specs, by or who(), reason)
 
     async def update_schedule(
         self,
@@ -118,6 +132,12 @@ class SyncScheduleMethods:
     ) -> StoredSchedule:
         """``Client.create_schedule``, waited for."""
         return self._call(self._client.create_schedule(spec, by=by, reason=reason))
+
+    def create_schedules(
+        self, specs: Iterable[SpecLike], *, by: str | None = None, reason: str | None = None
+    ) -> list[StoredSchedule | StoreError]:
+        """``Client.create_schedules``, waited for."""
+        return self._call(self._client.create_schedules(specs, by=by, reason=reason))
 
     def update_schedule(
         self,

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
+from warren_cron.cancel.request import CancelAnswer
 from warren_cron.client.client import Client
 from warren_cron.client.options import Enqueued, EnqueueOptions
 from warren_cron.client.runs import RunHandle
@@ -99,6 +101,12 @@ class SyncRunHandle:
     def status(self) -> RunStatus:
         """Where the run stands now: its state and every attempt."""
         return self._client._call(self._handle.status())
+
+    def cancel(
+        self, reason: str | None = None, *, by: str | None = None, until: datetime | None = None
+    ) -> CancelAnswer:
+        """Cancel the run (``RunHandle.cancel``), waited for."""
+        return self._client._call(self._handle.cancel(reason, by=by, until=until))
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the run to end and return its result (``RunHandle.result``); with no

@@ -14,11 +14,14 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
 | `replayed`  | `by`, `plan`, `replay`, `reason`                                              |
 | `purged`    | `by`, `reason`                                                                |
+| `cancelled` | `by`, `reason`, `until` (a cancel asked for: `topology/cancel/`)              |
 | `paused`    | `by`, `reason`                                                                |
 | `resumed`   | `by`, `catch_up`, `reason`                                                    |
 | `changed`   | `by`, `change` (create, update, archive), `version`, `reason`                 |
 | `dropped`   | `count`, `process`, `host`, `pid`, `since`, `until`                           |
 
+With tracing on (docs/tracing.md), ``started``, ``attempt`` and ``failed`` also carry
+``trace_id``, the run's trace id in hex.
 ``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
 before any replay. ``by`` names who acted (``user@host``, or a dashboard user), ``reason`` why
 (given on every dashboard action; optional on the command line but for a pause).
@@ -54,6 +57,7 @@ EventType = Literal[
     "failed",
     "replayed",
     "purged",
+    "cancelled",
     "paused",
     "resumed",
     "changed",

@@ -7,12 +7,21 @@ skips any message at or before it, so a reconnect neither repeats nor loses even
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue, ConsumerTag
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    ConsumerTag,
+)
 
+from warren_cron.broker.connect import open_channel
+from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 from warren_cron.history.reader import last_offset, stream_offset
 
@@ -48,14 +57,25 @@ class StreamFollower:
 
     async def start(self, connection: AbstractConnection) -> None:
         """Start consuming; the stream must exist."""
-        channel = await connection.channel()
+        channel = await open_channel(connection)
+        try:
+            await self._consume(channel)
+        except BaseException:
+            # A stream that cannot be read yet: a caller trying again leaks no channel.
+            with contextlib.suppress(Exception):
+                await channel.close()
+            raise
+
+    async def _consume(self, channel: AbstractChannel) -> None:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.
         await channel.set_qos(prefetch_count=PREFETCH)
         end = await last_offset(channel, self.stream)
         self.end_at_start = None if end is None else end.offset
         first: int | str | datetime = "first" if self._since is None else self._since
         self._arguments["x-stream-offset"] = self.offset + 1 if self.offset >= 0 else first
-        self._queue = await channel.get_queue(self.stream, ensure=False)
+        # Declared (passively), not merely named: a robust channel restores only the queues
+        # declared on it, and with them their consumers, at the offset kept in the arguments.
+        self._queue = await channel.declare_queue(self.stream, passive=True)
         self._tag = await self._queue.consume(self._on_message, arguments=self._arguments)
 
     async def stop(self) -> None:
@@ -64,13 +84,20 @@ class StreamFollower:
         Closing it here could race an ack still on its way, which the broker answers by
         closing the whole connection."""
         if self._queue is not None and self._tag is not None:
-            await self._queue.cancel(self._tag)
+            # A channel the broker or a lost connection closed took the consumer with it.
+            with contextlib.suppress(*BROKER_TROUBLE):
+                await self._queue.cancel(self._tag)
             self._tag = None
+
+    def _hand_over(self, body: bytes, offset: int) -> None:
+        """Hand one message over: its events, decoded (a follower of another stream reads
+        its own kind of message)."""
+        self._on_events(decode(body, offset), offset)
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         offset = stream_offset(message)
         if offset > self.offset:
-            self._on_events(decode(message.body, offset), offset)
+            self._hand_over(message.body, offset)
             self.offset = offset
             self._arguments["x-stream-offset"] = offset + 1
         await message.ack()

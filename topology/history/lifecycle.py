@@ -4,8 +4,9 @@
 attempt began and has not ended), ``retrying`` (an attempt failed, the next waits in a retry
 queue), then one of the ends: ``succeeded``, ``failed``, ``expired`` (its ``ttl`` or deadline
 passed before it could succeed), ``cancelled`` (ended without running to its end by its
-schedule's overlap policy: ``replaced``, ``lock-contended``, or ``skipped`` by the scheduler;
-``reason`` says which). A failed run can still be replayed: its state then starts over.
+schedule's overlap policy: ``replaced``, ``lock-contended``, or ``skipped`` by the
+scheduler; or by a cancel, ``topology/cancel/``; ``reason`` says which). A failed run can
+still be replayed: its state then starts over.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ State = Literal[
 #: States after which nothing more happens to a run (unless a failed one is replayed).
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "expired", "cancelled"})
 #: Run outcomes (``topology/history/runs.py``) that are a cancel for an application.
-_CANCELS = frozenset({"replaced", "lock-contended", "skipped"})
+_CANCELS = frozenset({"replaced", "lock-contended", "skipped", "cancelled"})
 
 
 @dataclass(slots=True)
@@ -138,7 +139,7 @@ def _state(run: Run, events: list[Event], now: datetime, due: datetime | None) -
 
 def _last_end(events: list[Event]) -> Event | None:
     """The latest event that ended an attempt or the run."""
-    ends = [e for e in events if e.type in ("attempt", "failed", "skipped")]
+    ends = [e for e in events if e.type in ("attempt", "failed", "skipped", "cancelled")]
     return ends[-1] if ends else None
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
@@ -96,7 +97,7 @@ async def read_messages(
 ) -> AsyncGenerator[tuple[int, bytes], None]:
     """The offset and body of every message from ``start`` to the stream's end, or to the
     first that ``until`` accepts (left out)."""
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     try:
         inbox = await _consume(channel, stream, start, until is not None)
         if inbox is None:

@@ -4,7 +4,9 @@ A run's outcome is ``running`` from its fire (or replay) until an attempt ends i
 ``succeeded``, ``failed``, ``retrying`` while its plan goes on, ``deferred`` while flow
 control holds it back (no attempt spent), ``lock-contended`` or
 ``replaced`` when its overlap policy settled it, ``skipped`` when the scheduler did not
-publish it.
+publish it, ``cancelled`` from a cancel on (``topology/cancel/``): the worker that gets its
+message acks it unrun, or stops its running attempt; an attempt that ended first still
+tells how it went.
 
 Attempt numbers start at 1 again after a replay, so a run's ``attempts`` adds up the highest
 attempt number of each replay. Attempt, failure and replay events carry the number of the
@@ -35,6 +37,7 @@ OUTCOMES = (
     "lock-contended",
     "replaced",
     "skipped",
+    "cancelled",
 )
 #: Outcomes after which nothing more happens to a run unless someone replays it.
 ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying", "deferred"}
@@ -205,6 +208,13 @@ def _replayed(run: Run, event: Event) -> None:
     run.replays = max(run.replays, replay)
 
 
+def _cancelled(run: Run, event: Event) -> None:
+    """A cancel asked for: the run ends here unless it ended already."""
+    if run.outcome not in ENDED:
+        run.outcome, run.ended_at = "cancelled", event.at
+        run.last_error = event.get("reason") or f"cancelled by {event.get('by')}"
+
+
 def _purged(run: Run, event: Event) -> None:
     run.purged = True
 
@@ -217,6 +227,7 @@ _APPLY = {
     "failed": _failed,
     "replayed": _replayed,
     "purged": _purged,
+    "cancelled": _cancelled,
 }
 
 

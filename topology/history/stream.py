@@ -14,6 +14,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import ChannelPreconditionFailed
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.names import Names
 
 log = structlog.get_logger("history")
@@ -51,7 +52,7 @@ def stream_arguments(max_bytes: int, max_age_seconds: int | None = None) -> dict
 
 async def declare_stream(connection: AbstractConnection, name: str, args: dict[str, Any]) -> bool:
     """Declare a stream; False (and a warning) when it exists with other arguments."""
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     try:
         await channel.declare_queue(name, durable=True, arguments=args)
     except ChannelPreconditionFailed as error:

@@ -72,6 +72,7 @@ _DETAILS: dict[str, Callable[[Event], str]] = {
     "failed": _failed,
     "replayed": lambda e: f"{_by(e)} (replay {e.get('replay', '?')})",
     "purged": _by,
+    "cancelled": _by,
 }
 
 

@@ -34,6 +34,7 @@ from warren_cron.monitor.targets import (
     request_target,
 )
 from warren_cron.signing import SIGNATURE_HEADER, sign
+from warren_cron.webhook import SecretRef
 
 #: Condition keys (before any ``:``) as event types, and the field the rest of the key is.
 EVENT_TYPES = {
@@ -78,7 +79,7 @@ def digest_events(digest: Digest, namespace: str) -> dict[str, Any]:
 class EventWebhook(Destination):
     """Signed events to ``url``."""
 
-    secret: str
+    secret: SecretRef
     kind: str = "events"
 
     def requests(self, digest: Digest, namespace: str) -> list[Request]:

@@ -1,8 +1,8 @@
 """The ``scheduler.down`` alert: no scheduler leads, or the leader falls behind its fires.
 
 The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/liveness.py``) and,
-every few seconds, looks whether the leader queue is held. No leader (the queue free, or held
-with no beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
+every few seconds, looks whether the leader queue is held (has an active consumer). No leader
+(the queue free, or held with no beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
 ``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
 resolves it.
 """
@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
-from warren_cron.broker.exclusive import exists
-from warren_cron.history.reader import last_offset
+from warren_cron.broker.connect import open_channel
+from warren_cron.history.reader import last_offset, stream_offset
 from warren_cron.monitor.alerts import Condition
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names
@@ -28,6 +29,7 @@ from warren_cron.schedules.liveness import (
     declare_beats,
     decode_beat,
     latest_by_scheduler,
+    leader_held,
 )
 
 #: The condition's key, and the event type of the signed event webhook.
@@ -49,6 +51,7 @@ class SchedulerWatch:
         self._unhealthy_since: float | None = None
         self._firing = False
         self._queue: AbstractQueue | None = None
+        self._arguments: dict[str, Any] = {}
 
     @property
     def firing(self) -> bool:
@@ -58,14 +61,18 @@ class SchedulerWatch:
     async def start(self, connection: AbstractConnection) -> None:
         """Follow the beat stream from its latest beats on."""
         await declare_beats(connection, self.names)
-        channel = await connection.channel()
+        channel = await open_channel(connection)
         await channel.set_qos(prefetch_count=100)
         end = await last_offset(channel, self.names.beat_stream)
         start: int | str = "next" if end is None else max(0, end.offset - RECENT_BEATS)
-        self._queue = await channel.get_queue(self.names.beat_stream, ensure=False)
-        await self._queue.consume(self._on_beat, arguments={"x-stream-offset": start})
+        # Declared (passively), so the robust channel consumes again after a reconnect, from
+        # the offset after the last beat read (the arguments are kept up to date).
+        self._queue = await channel.declare_queue(self.names.beat_stream, passive=True)
+        self._arguments["x-stream-offset"] = start
+        await self._queue.consume(self._on_beat, arguments=self._arguments)
 
     async def _on_beat(self, message: AbstractIncomingMessage) -> None:
+        self._arguments["x-stream-offset"] = stream_offset(message) + 1
         beat = decode_beat(message.body)
         if beat is not None:
             latest_by_scheduler([beat], self.beats)
@@ -73,7 +80,7 @@ class SchedulerWatch:
 
     async def check(self, connection: AbstractConnection, now: datetime) -> list[Condition]:
         """Look at the leader queue; the change of ``scheduler.down``, if there is one."""
-        view = SchedulerView(await exists(connection, self.names.leader_queue), self.beats, now)
+        view = SchedulerView(await leader_held(connection, self.names), self.beats, now)
         self.view = view
         self._gauges(view)
         problem = self._problem(view)

@@ -25,6 +25,7 @@ from warren_cron.monitor.targets import (
     failures_key,
     read_secret,
 )
+from warren_cron.webhook import SecretRef
 
 #: PagerDuty's limits: a summary of 1024 characters, a dedup_key of 255.
 PD_SUMMARY_CHARS = 1024
@@ -54,7 +55,7 @@ def _failure_details(digest: Digest, namespace: str) -> dict[str, Any]:
 class PagerDuty(Destination):
     """Events API v2: ``trigger`` and ``resolve`` with a ``dedup_key``."""
 
-    routing_key: str
+    routing_key: SecretRef
     severity: str
     kind: str = "pagerduty"
 
@@ -106,7 +107,7 @@ class Opsgenie(Destination):
     """Alert API v2: create an alert with an ``alias``; close it by that alias (``url`` is
     the API's base URL)."""
 
-    api_key: str
+    api_key: SecretRef
     priority: str
     kind: str = "opsgenie"
 

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, HttpUrl, SecretStr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, HttpUrl, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from warren_cron.monitor.api.tokens import ApiToken, TokenTable
 from warren_cron.runtime.settings import CronSettings
+from warren_cron.secret_sources import reference_input
+from warren_cron.webhook import SecretRef
 
-#: A secret named, never given: ``env:NAME`` (a variable of the monitor) or ``file:/path``.
-SecretReference = Annotated[
-    str,
-    Field(
-        pattern=r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:/.+)$",
-        description="env:NAME or file:/path",
-    ),
-]
+#: A secret named, never given: ``{"env": "NAME"}`` (a variable of the monitor) or
+#: ``{"file": "/path"}``, as everywhere; ``env:NAME`` and ``file:/path`` still work.
+SecretReference = Annotated[SecretRef, NoDecode, BeforeValidator(reference_input)]
 
 
 class MonitorSettings(CronSettings):
@@ -34,8 +32,8 @@ class MonitorSettings(CronSettings):
     )
     alert_pagerduty_routing_key: SecretReference | None = Field(
         None,
-        description="PagerDuty Events API v2 routing key, by reference (env:NAME or "
-        "file:/path): conditions trigger and resolve incidents, failures trigger one.",
+        description='PagerDuty Events API v2 routing key, by reference ({"env": "NAME"} or '
+        '{"file": "/path"}): conditions trigger and resolve incidents, failures trigger one.',
     )
     alert_pagerduty_url: HttpUrl = Field(
         HttpUrl("https://events.pagerduty.com/v2/enqueue"),
@@ -46,8 +44,8 @@ class MonitorSettings(CronSettings):
     )
     alert_opsgenie_api_key: SecretReference | None = Field(
         None,
-        description="Opsgenie API integration key, by reference (env:NAME or file:/path): "
-        "alerts created and closed by alias.",
+        description='Opsgenie API integration key, by reference ({"env": "NAME"} or '
+        '{"file": "/path"}): alerts created and closed by alias.',
     )
     alert_opsgenie_url: HttpUrl = Field(
         HttpUrl("https://api.opsgenie.com"),
@@ -64,8 +62,8 @@ class MonitorSettings(CronSettings):
     )
     alert_events_secret: SecretReference | None = Field(
         None,
-        description="Signing secret of the event webhook, by reference (env:NAME or "
-        "file:/path); X-Cron-Signature as on http tasks.",
+        description='Signing secret of the event webhook, by reference ({"env": "NAME"} or '
+        '{"file": "/path"}); X-Cron-Signature as on http tasks.',
     )
     alert_min_interval_seconds: float = Field(
         60.0,
@@ -144,8 +142,8 @@ class MonitorSettings(CronSettings):
     def _events_are_signed(self) -> MonitorSettings:
         if self.alert_events_url is not None and self.alert_events_secret is None:
             raise ValueError(
-                "CRON_ALERT_EVENTS_URL needs CRON_ALERT_EVENTS_SECRET (env:NAME or file:/path): "
-                "events are always signed"
+                'CRON_ALERT_EVENTS_URL needs CRON_ALERT_EVENTS_SECRET ({"env": "NAME"} or '
+                '{"file": "/path"}): events are always signed'
             )
         return self
 

@@ -5,8 +5,9 @@ The generic webhook gets the digest's JSON as it always did; Slack gets a messag
 fallback and blocks); PagerDuty and Opsgenie get one event per condition, opened and closed
 under a key of the namespace and the condition, so a RESOLVED closes what the alert opened
 (``paging.py``); the event webhook gets signed machine events (``events.py``). Secrets are
-named by reference (``env:NAME`` or ``file:/path``) and read when a request is built, so a
-rotated file takes effect at once; neither they nor the URLs that carry tokens are logged.
+named by reference (``{"env": "NAME"}`` or ``{"file": "/path"}``) and read when a request
+is built, so a rotated file takes effect at once; neither they nor the URLs that carry tokens
+are logged.
 """
 
 from __future__ import annotations
@@ -68,11 +69,9 @@ def request_target(url: str) -> str:
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-def read_secret(reference: str, setting: str) -> str:
-    """The secret ``env:NAME`` or ``file:/path`` names; ``SecretUnavailable`` saying why not."""
-    kind, _, name = reference.partition(":")
-    ref = SecretRef(env=name) if kind == "env" else SecretRef(file=name)
-    return _SOURCES.resolve(ref, setting)
+def read_secret(reference: SecretRef, setting: str) -> str:
+    """The secret ``reference`` names; ``SecretUnavailable`` saying why not."""
+    return _SOURCES.resolve(reference, setting)
 
 
 def condition_key(namespace: str, change: Condition) -> str:

@@ -32,6 +32,7 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 from warren_cron.clock import IsoClock
 from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import redact_urls
+from warren_cron.tracing import add_trace_id
 
 #: The methods structlog calls on the object it writes to, one per level.
 _METHODS: tuple[str, ...] = ("msg", "debug", "info", "warning", "warn", "error", "critical")
@@ -160,6 +161,8 @@ def configure_logging(level: str = "INFO", fmt: Literal["json", "console"] = "js
     threshold = logging.getLevelName(level)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
+        # The current span's ids (docs/tracing.md); a global's check with tracing off.
+        add_trace_id,
         structlog.processors.add_log_level,
         add_logger_name,
         *form.stamp,

@@ -33,6 +33,12 @@ BUDGET_REFUSED = Counter(
     "Retries refused because the http destination's retry budget was spent.",
     ["destination"],
 )
+LIMIT_WAITS = Counter(
+    "cron_flow_deferred",
+    "Attempts deferred by flow control (reason circuit-open, concurrency-limit or rate-limit), "
+    "by key; past 100 keys a worker counts the others under the key 'other'.",
+    ["reason", "key"],
+)
 RETRIES = Counter("cron_retries", "Attempts handed to a retry queue.", ["task"])
 FAILED = Counter("cron_failed", "Tasks sent to the failed queue.", ["task", "reason"])
 FIRE_LAG = Histogram(

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from warren_cron.errors import BrokerUnavailable, TopologyError
+import warren_cron.tracing as tracing
+from warren_cron.errors import BrokerUnavailable, SettingsError, TopologyError
 
 if TYPE_CHECKING:  # the server module loads only with the metrics it serves
     from wsgiref.simple_server import WSGIServer
@@ -89,11 +90,20 @@ async def run_service(service: Service, metrics_port: int, checks: Checks) -> No
 
 
 def run_process(name: str, serve: Coroutine[Any, Any, None]) -> int:
-    """Run ``serve`` to the end; return the process exit code."""
+    """Run ``serve`` to the end, traced when ``OTEL_*`` asks (docs/tracing.md); return the
+    process exit code."""
+    try:
+        tracing.configure(f"warren-{name}", install=True)
+    except SettingsError as error:
+        serve.close()
+        return config_error(name, error)
     try:
         asyncio.run(serve)
     except (BrokerUnavailable, TopologyError) as error:
         # The message names the fix; a traceback would bury it.
         structlog.get_logger(name).error("cannot start", error=str(error))
         return EXIT_BROKER
+    finally:
+        # The spans still buffered are sent before the process ends.
+        tracing.shutdown()
     return EXIT_OK

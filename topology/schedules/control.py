@@ -16,6 +16,7 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.broker.connect import publish_channel
 from warren_cron.envelope import CONTENT_TYPE
 from warren_cron.history.events import Event, encode
 from warren_cron.history.reader import read_stream
@@ -58,7 +59,7 @@ async def send_command(
 ) -> None:
     """Append one ``paused`` or ``resumed`` event; returns once the broker confirmed it."""
     await declare_control(connection, names)
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    channel = await publish_channel(connection)
     try:
         message = aio_pika.Message(
             encode([command]),

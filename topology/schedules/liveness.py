@@ -3,7 +3,8 @@
 Every scheduler, leading or standing by, appends a small beat to the stream
 ``<ns>_scheduler.beats`` every ``CRON_SCHEDULER_BEAT_SECONDS``: who it is, whether it leads,
 when it last published fires, its next fire and how late it is. Leadership itself is the
-exclusive queue ``<ns>_scheduler.leader``; a passive declare tells whether someone holds it.
+quorum queue ``<ns>_scheduler.leader`` with a single active consumer (``scheduler/leader.py``):
+a passive declare counts its active consumer only, so it tells whether someone holds it.
 The two together tell a live leader from none, and an idle leader (beating, nothing due)
 from a stuck one (holding the queue, not beating). A stream, not a queue, so that the
 monitor and ``warren status`` can both read the same beats; it keeps an hour at most.
@@ -18,7 +19,8 @@ from typing import Any
 import orjson
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.broker.exclusive import exists
+from warren_cron.broker.connect import open_channel
+from warren_cron.broker.exclusive import consumer_count
 from warren_cron.clock import utc_text
 from warren_cron.durations import relative
 from warren_cron.history.reader import last_offset, read_messages
@@ -154,7 +156,7 @@ async def recent_beats(connection: AbstractConnection, names: Names) -> list[Bea
     """The latest beats in the stream (an empty list when there is none)."""
     if not await declare_beats(connection, names):
         return []
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     await channel.set_qos(prefetch_count=1)
     end = await last_offset(channel, names.beat_stream)
     await channel.close()
@@ -171,5 +173,11 @@ async def scheduler_view(
     connection: AbstractConnection, names: Names, now: datetime
 ) -> SchedulerView:
     """The leader queue and the latest beats, read now."""
-    held = await exists(connection, names.leader_queue)
+    held = await leader_held(connection, names)
     return SchedulerView(held, latest_by_scheduler(await recent_beats(connection, names)), now)
+
+
+async def leader_held(connection: AbstractConnection, names: Names) -> bool:
+    """True while the leader queue has an active consumer (or, from a scheduler older than the
+    quorum lock, while its exclusive queue of that name is held)."""
+    return bool(await consumer_count(connection, names.leader_queue))

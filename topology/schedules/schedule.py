@@ -120,6 +120,7 @@ class Schedule:
             scheduled_for=fire,
             timeout_seconds=self.spec.timeout_seconds,
             concurrency=self.spec.concurrency,
+            limits=self.spec.limits,
         )
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 from warren_cron.clock import utc_text
 from warren_cron.durations import parse_ms
 from warren_cron.errors import PermanentError
+from warren_cron.flowlimits import FlowLimits
 from warren_cron.plan import MAX_DELAY_MS, RetryPlan
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.timing import cron_timing, load_zone, parse_interval
@@ -78,6 +79,8 @@ class ScheduleSpec(BaseModel):
     timeout_seconds: float | None = Field(None, gt=0)
     retry: RetrySpec | None = None
     concurrency: Concurrency = "Allow"
+    #: Fleet-wide limits of this schedule's runs: attempts at once and starts per period.
+    limits: FlowLimits | None = None
     catch_up: CatchUp = "latest"
     misfire_grace_seconds: float = Field(DEFAULT_GRACE_SECONDS, ge=0)
     enabled: bool = True

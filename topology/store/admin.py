@@ -10,28 +10,38 @@ file's schedules are changed in the file.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import publish_channel
+from warren_cron.cancel.request import archive_tombstone
+from warren_cron.cancel.stream import declare_cancels
 from warren_cron.clock import utc_text, utcnow
-from warren_cron.errors import InvalidSchedule, NameTaken, PlanError, ScheduleNotFound, StoreError
+from warren_cron.errors import (
+    InvalidSchedule,
+    NameTaken,
+    PlanError,
+    ScheduleNotFound,
+    StoreError,
+    VersionConflict,
+)
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.stream import declare_control, open_stream
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause, fold_pauses
-from warren_cron.schedules.load import configured_schedules, resolve_one
+from warren_cron.schedules.load import Resolve, configured_schedules, resolver
 from warren_cron.schedules.schedule import build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
-from warren_cron.store.apply import Step
+from warren_cron.store.apply import SCHEDULER_FILE, Step
 from warren_cron.store.book import StoreBook
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 from warren_cron.store.edits import SpecLike, checked_spec, checked_text, updated_spec
+from warren_cron.store.masking import kept_secrets, refuse_masks, shown_spec
 
 Status = Literal["active", "paused", "completed", "archived"]
 #: The change each step of an apply writes.
@@ -41,6 +51,9 @@ _KINDS: dict[str, Kind] = {
     "adopt": "update",
     "archive": "archive",
 }
+#: Creates of one ``create_many`` written before the first is read back: each is a
+#: publish confirmed and read back, so one at a time is held to the broker's round trip.
+IN_FLIGHT = 200
 #: The pauses the control stream held at start not read by then: the broker is in trouble.
 CATCH_UP_SECONDS = 30.0
 
@@ -56,6 +69,13 @@ class StoredSchedule:
     #: One dict per change, oldest first: kind, version, previous, by, at, reason.
     history: list[dict[str, Any]]
     pause: Pause | None = None
+    #: The file whose apply manages it (``CRON_SCHEDULES_FILE``: the scheduler's own file).
+    manager: str | None = None
+
+    @property
+    def from_file(self) -> bool:
+        """Whether this is the store's copy of a schedule of the scheduler's own file."""
+        return self.manager == SCHEDULER_FILE
 
     def to_json(self) -> dict[str, Any]:
         """The schedule as ``get --json`` prints it."""
@@ -64,10 +84,19 @@ class StoredSchedule:
             "source": "runtime",
             "status": self.status,
             "version": self.version,
-            "spec": spec_json(self.spec),
+            "manager": self.manager,
+            "spec": shown_spec(self.spec),
             **pause_fields(self.pause),
             "history": self.history,
         }
+
+
+def _no_repeats(specs: list[ScheduleSpec]) -> None:
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise InvalidSchedule(spec.name, ["name: given twice in one create_many"])
+        seen.add(spec.name)
 
 
 def pause_fields(pause: Pause | None) -> dict[str, Any]:
@@ -92,9 +121,11 @@ class ScheduleAdmin:
         file = configured_schedules(settings)
         self._file_names = {s.name for s in file.schedules} if file else set[str]()
         self._file = str(settings.schedules_file)
+        self._connection: AbstractConnection | None = None
 
     async def start(self, connection: AbstractConnection) -> None:
         """Read the store and follow it, and the pauses, on ``connection``."""
+        self._connection = connection
         await declare_control(connection, self.names)
         # An empty stream takes a second to tell from a slow one: both are looked at at once.
         await asyncio.gather(self.book.start(connection), self._control.start(connection))
@@ -116,27 +147,56 @@ class ScheduleAdmin:
 
     async def create(self, raw: SpecLike, by: str, reason: str | None = None) -> StoredSchedule:
         """Create a schedule (or again one that was archived); ``NameTaken`` if it is live."""
-        spec = self._resolved(checked_spec(raw))
+        spec = self._new(raw)
+        previous = self.book.state.version(spec.name)
+        return await self._write("create", spec.name, previous, by, reason, spec)
+
+    async def create_many(
+        self, raws: Iterable[SpecLike], by: str, reason: str | None = None
+    ) -> list[StoredSchedule | StoreError]:
+        """Create many schedules, ``IN_FLIGHT`` changes at a time; each outcome in order.
+
+        Every spec is checked first: one invalid (or a name given twice) raises
+        ``InvalidSchedule`` and nothing is written. A create the store refuses (a live
+        schedule has the name) is that schedule's outcome; the others still apply."""
+        resolve = resolver(self.settings)
+        specs = [self._new(raw, resolve) for raw in raws]
+        _no_repeats(specs)
+        window = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(spec: ScheduleSpec) -> StoredSchedule | StoreError:
+            async with window:
+                previous = self.book.state.version(spec.name)
+                try:
+                    return await self._write("create", spec.name, previous, by, reason, spec)
+                except (NameTaken, VersionConflict) as refused:
+                    return refused
+
+        return list(await asyncio.gather(*(one(spec) for spec in specs)))
+
+    def _new(self, raw: SpecLike, resolve: Resolve | None = None) -> ScheduleSpec:
+        spec = self._resolved(checked_spec(raw), resolve)
+        refuse_masks(spec.name, spec.payload)
         if spec.name in self._file_names:
             raise NameTaken(
                 f"schedule {spec.name!r} is defined in {self._file}: change it there, or "
                 "give the runtime schedule another name"
             )
-        previous = self.book.state.version(spec.name)
-        return await self._write("create", spec.name, previous, by, reason, spec)
+        return spec
 
     async def update(
         self, name: str, changes: Mapping[str, Any], version: int, by: str, reason: str | None
     ) -> StoredSchedule:
         """Change fields of schedule ``name``, whose version the caller read is ``version``."""
-        spec = self._resolved(updated_spec(self._live(name).spec, changes))
+        stored = self._editable(name).spec
+        spec = self._resolved(updated_spec(stored, kept_secrets(stored, changes)))
         return await self._write("update", name, version, by, reason, spec)
 
     async def archive(
         self, name: str, version: int | None, by: str, reason: str | None
     ) -> StoredSchedule:
         """Stop schedule ``name`` for good (its history stays); ``version`` None: any."""
-        entry = self._live(name)
+        entry = self._editable(name)
         return await self._write("archive", name, version or entry.version, by, reason, None)
 
     async def get(self, name: str, *, sync: bool = True) -> StoredSchedule:
@@ -196,12 +256,24 @@ class ScheduleAdmin:
         assert who is not None
         why = checked_text(reason, "reason")
         data = None if spec is None else spec_json(spec)
-        await self.book.append(Change(kind, name, previous, who, why, data, manager))
+        await self.book.append(Change(kind, name, previous, who, why, data, manager), spec)
+        if kind == "archive":
+            await self._cancel_fires(name, who, why)
         return self._stored(name, self.book.state.entries[name], self._pauses)
 
-    def _resolved(self, spec: ScheduleSpec) -> ScheduleSpec:
+    async def _cancel_fires(self, name: str, by: str, reason: str | None) -> None:
+        """Archived: the fires already published and not started are cancelled, not run."""
+        assert self._connection is not None, "start() first"
+        await declare_cancels(self._connection, self.names)
+        channel = await publish_channel(self._connection)
         try:
-            resolve_one(spec, self.settings)
+            await archive_tombstone(channel, self.names, name, by, reason)
+        finally:
+            await channel.close()
+
+    def _resolved(self, spec: ScheduleSpec, resolve: Resolve | None = None) -> ScheduleSpec:
+        try:
+            (resolve or resolver(self.settings))(spec)
         except ValueError as error:
             raise InvalidSchedule(spec.name, [str(error)]) from None
         return spec
@@ -210,6 +282,16 @@ class ScheduleAdmin:
         entry = self.book.state.entries.get(name)
         if entry is None or entry.status == "archived":
             raise ScheduleNotFound(self._unknown(name))
+        return entry
+
+    def _editable(self, name: str) -> Entry:
+        """The live entry of ``name`` when a change may be made to it here."""
+        entry = self._live(name)
+        if entry.manager == SCHEDULER_FILE:
+            raise NameTaken(
+                f"schedule {name!r} is defined in the scheduler's CRON_SCHEDULES_FILE: change "
+                "it there (the scheduler applies the file on each reload)"
+            )
         return entry
 
     def _completed(self, spec: ScheduleSpec) -> bool:
@@ -232,4 +314,6 @@ class ScheduleAdmin:
             status = "completed"
         elif status == "active" and pause is not None:
             status = "paused"
-        return StoredSchedule(name, entry.spec, entry.version, status, entry.history, pause)
+        return StoredSchedule(
+            name, entry.spec, entry.version, status, entry.history, pause, entry.manager
+        )

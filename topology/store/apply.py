@@ -16,11 +16,14 @@ from typing import Any, Literal
 
 import orjson
 
-from warren_cron.redaction import redact_payload
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import Entry, spec_json
+from warren_cron.store.masking import masked_payload
 
 Action = Literal["create", "change", "adopt", "same", "archive"]
+#: The manager the scheduler records when it applies its own file on a reload: one name for
+#: every scheduler of the namespace, wherever each keeps its copy of the file.
+SCHEDULER_FILE = "CRON_SCHEDULES_FILE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,5 +125,5 @@ def _shown(fields: dict[str, Any], key: str) -> str:
     if key not in fields:
         return "-"
     # A diff lands in CI logs: a webhook's literal credentials are not shown.
-    value = redact_payload(fields[key]) if key == "payload" else fields[key]
+    value = masked_payload(fields[key]) if key == "payload" else fields[key]
     return orjson.dumps(value).decode()

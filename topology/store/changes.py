@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+import orjson
+
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.store.trusted import trusted_spec
 
 Kind = Literal["create", "update", "archive"]
 KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
@@ -93,11 +96,25 @@ class Entry:
     #: The file that manages the schedule (its last apply), and the version that apply made.
     manager: str | None = None
     applied: int = 0
+    #: ``spec_json(spec)``, kept once made: a snapshot of 100,000 specs is written every
+    #: thousand changes, and dumping each spec every time would take a second.
+    spec_data: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: ``to_json()`` encoded, kept once made: an entry is replaced, never changed, by a
+    #: change, so each snapshot re-encodes only the entries changed since the last one.
+    encoded: orjson.Fragment | None = field(default=None, repr=False, compare=False)
+
+    def fragment(self) -> orjson.Fragment:
+        """``to_json()`` as JSON, made once."""
+        if self.encoded is None:
+            self.encoded = orjson.Fragment(orjson.dumps(self.to_json()))
+        return self.encoded
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a snapshot holds it."""
+        if self.spec_data is None:
+            self.spec_data = spec_json(self.spec)
         return {
-            "spec": spec_json(self.spec),
+            "spec": self.spec_data,
             "version": self.version,
             "status": self.status,
             "history": self.history,
@@ -106,15 +123,24 @@ class Entry:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Entry:
-        """An entry of a snapshot (its spec validated again)."""
+    def from_json(cls, name: str, data: dict[str, Any]) -> Entry:
+        """An entry of a snapshot; ``ValueError`` (or ``TypeError``, ``KeyError``) naming
+        what is wrong when it is not one warren wrote."""
+        status = data["status"]
+        manager = data.get("manager")
+        if status not in ("active", "archived") or not isinstance(manager, str | None):
+            raise ValueError(f"{name}: status {status!r}, manager {manager!r}")
+        if not isinstance(data["history"], list):
+            raise TypeError(f"{name}: history is not a list")
+        spec = trusted_spec(name, data["spec"])
         return cls(
-            ScheduleSpec.model_validate(data["spec"]),
+            spec,
             int(data["version"]),
-            data["status"],
-            list(data["history"]),
-            data.get("manager"),
+            status,
+            data["history"],
+            manager,
             int(data.get("applied", 0)),
+            data["spec"],
         )
 
 

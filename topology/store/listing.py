@@ -41,3 +41,9 @@ def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -
         "next_fire_at": utc_text(following) if following else None,
         **pause_fields(stored.pause),
     }
+
+
+def listed(stored: list[StoredSchedule]) -> list[StoredSchedule]:
+    """The runtime schedules a list shows: the store's copies of the scheduler's own file's
+    schedules are left out (the file's rows show them)."""
+    return [item for item in stored if not item.from_file]

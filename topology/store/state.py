@@ -60,14 +60,18 @@ class StoreState:
             return VersionConflict(change.name, change.previous, self.version(change.name))
         return None
 
-    def apply(self, change: Change) -> StoreError | None:
-        """Fold ``change`` in; returns why it was refused, or None when it applied."""
+    def apply(self, change: Change, checked: ScheduleSpec | None = None) -> StoreError | None:
+        """Fold ``change`` in; returns why it was refused, or None when it applied.
+
+        ``checked``: the spec whose ``spec_json`` is ``change.spec``, validated by this
+        process (its writer) before it was sent: folded in without validating it again."""
         refused = self.refusal(change)
         if refused is not None:
             return refused
         entry = self.entries.get(change.name)
+        trusted = checked is not None and change.spec is not None and checked.name == change.name
         try:
-            spec = entry.spec if change.spec is None and entry else _spec(change)
+            spec = _new_spec(change, entry, checked if trusted else None)
         except InvalidSchedule as error:
             return error
         history = [*(entry.history if entry else []), change.meta()][-HISTORY_KEPT:]
@@ -75,6 +79,8 @@ class StoreState:
         self.entries[change.name] = Entry(
             spec, change.version, status, history, *_managed(change, entry)
         )
+        if trusted:  # its JSON is at hand: a snapshot need not dump it again
+            self.entries[change.name].spec_data = change.spec
         return None
 
 
@@ -86,6 +92,12 @@ def _managed(change: Change, entry: Entry | None) -> tuple[str | None, int]:
     if entry is None or change.kind == "create":
         return None, 0
     return entry.manager, entry.applied
+
+
+def _new_spec(change: Change, entry: Entry | None, checked: ScheduleSpec | None) -> ScheduleSpec:
+    if change.spec is None and entry is not None:
+        return entry.spec  # an archive keeps the last spec
+    return checked if checked is not None else _spec(change)
 
 
 def _spec(change: Change) -> ScheduleSpec:

@@ -16,6 +16,7 @@ import orjson
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.latest import LatestMessage
+from warren_cron.codec import Outgoing
 from warren_cron.declare import QueueType, queue_arguments
 from warren_cron.envelope import CONTENT_TYPE
 from warren_cron.history.stream import declare_stream, stream_arguments
@@ -23,9 +24,10 @@ from warren_cron.names import Names
 from warren_cron.store.changes import Change
 
 #: The log keeps this many bytes; snapshots are written far more often than it fills (at
-#: most ``SNAPSHOT_EVERY`` changes of at most ``MAX_SPEC_BYTES`` each between two).
+#: most ``SNAPSHOT_MOST`` changes of at most ``MAX_SPEC_BYTES`` each between two: 330 MB).
 LOG_MAX_BYTES = 2_000_000_000
 CHANGE, SNAPSHOT, MARKER = "change", "snapshot", "marker"
+_NO_HEADERS: dict[str, str] = {}
 
 
 async def declare_log(connection: AbstractConnection, names: Names) -> bool:
@@ -54,9 +56,11 @@ def _message(body: bytes, kind: str, message_id: str) -> aio_pika.Message:
     )
 
 
-def change_message(change: Change) -> aio_pika.Message:
-    """The log message of one change."""
-    return _message(orjson.dumps(change.to_json()), CHANGE, change.id)
+def change_message(change: Change, log: str) -> Outgoing:
+    """The log message of one change, for ``topology/store/outbox.py``: the properties
+    aio-pika would write for ``_message`` (and an empty headers table)."""
+    body = orjson.dumps(change.to_json())
+    return Outgoing("", log, body, change.id, _NO_HEADERS, CHANGE)
 
 
 def snapshot_note(offset: int, message_id: str) -> aio_pika.Message:

@@ -16,12 +16,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from warren_cron.testing.install import CTL, SERVER, BrokerNodeError, Install, release
+from warren_cron.testing.login import logs_in
 from warren_cron.testing.waits import NeverHappened, until
 
 CONSUMER_TIMEOUT_MS = 4000
@@ -34,6 +36,8 @@ NET_TICKTIME_SECONDS = 8
 #: Where private nodes listen: above the machine's node (5672, 15672, 25672), below the
 #: kernel's ephemeral ports.
 NODE_PORTS = (26000, 32000)
+#: Seconds a started node's default vhost may stay down (recovering) before it is restarted.
+VHOST_PATIENCE = 45.0
 
 
 class BrokerNode(Protocol):
@@ -112,6 +116,7 @@ class PrivateBroker:
         )
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self._process: subprocess.Popen[bytes] | None = None
+        self._vhost_down_since: float | None = None
         self.consumer_timeout_ms = LASTING_CONSUMER_TIMEOUT_MS if lasting else CONSUMER_TIMEOUT_MS
         #: The management API's port, when the node runs the plugin (some seconds more to start).
         self.api_port = node_port() if management else None
@@ -164,7 +169,7 @@ class PrivateBroker:
             "RABBITMQ_CONF_ENV_FILE": f"{base}/rabbitmq-env.conf",
         }
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:
         """Start the node and wait until it accepts AMQP connections."""
         if self.is_running():
             return
@@ -177,7 +182,11 @@ class PrivateBroker:
                 stderr=log,
                 start_new_session=self.lasting,
             )
-        self._wait_for(lambda: self._answers(), timeout, "start")
+        try:
+            self._wait_for(lambda: self._answers(), timeout, "start")
+        except BrokerNodeError:
+            self.kill()  # a node that never answered is not left running behind the error
+            raise
 
     def stop(self) -> None:
         """Stop the node cleanly (messages on disk survive)."""
@@ -283,20 +292,50 @@ class PrivateBroker:
                 pass
         except OSError:
             return False
-        # The port opens before the node accepts logins: ask the node itself.
+        # The port opens before the node's boot ends: ask the node itself.
         try:
-            self.ctl("await_startup", "--timeout", "5", timeout=15)
+            self.ctl("await_startup", "--timeout", "5", timeout=60)
         except (BrokerNodeError, subprocess.TimeoutExpired):
             return False
-        return True
+        # A login says the default vhost runs without another Erlang VM for rabbitmqctl; only
+        # a vhost that keeps refusing it is asked about (and restarted if recovery failed).
+        if logs_in(self.url):
+            self._vhost_down_since = None
+            return True
+        with contextlib.suppress(BrokerNodeError, subprocess.TimeoutExpired):
+            self._vhost_up()
+        return False
+
+    def _vhost_up(self) -> bool:
+        """True once the default vhost runs. After a kill -9 on a loaded machine its message
+        store's recovery can take long, or fail and leave the vhost down for good, every
+        login refused (``Connection.Close`` at open): one still down ``VHOST_PATIENCE``
+        seconds after it was first seen down is restarted, as an operator would."""
+        alive = self.ctl("eval", 'rabbit_vhost_sup_sup:is_vhost_alive(<<"/">>).', timeout=15)
+        if alive.strip().endswith("true"):
+            self._vhost_down_since = None
+            return True
+        now = time.monotonic()
+        if self._vhost_down_since is None:
+            self._vhost_down_since = now
+        elif now - self._vhost_down_since > VHOST_PATIENCE:
+            self.ctl("restart_vhost", "/", timeout=60)
+            self._vhost_down_since = time.monotonic()
+        return False
 
     def _wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        # The last answer is kept, not asked again: asking costs a rabbitmqctl call, which on
+        # a loaded machine can take longer than its own timeout and fail a node that is up.
+        answered = False
+
         def answered_or_exited() -> bool:
-            return ready() or (self._process is not None and self._process.poll() is not None)
+            nonlocal answered
+            answered = ready()
+            return answered or (self._process is not None and self._process.poll() is not None)
 
         with contextlib.suppress(NeverHappened):
             until(answered_or_exited, timeout, interval=0.25)
-        if ready():
+        if answered:
             return
         tail = (self.base / "server.out").read_text(errors="replace")[-2000:]
         raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}")

@@ -102,10 +102,22 @@ class PrivateCluster:
         gone and back at once on waking, never pauses, and stays partitioned until restarted.
         """
         self.restart_all()
-        outside = self.partitioned() | {n.node for n in self.nodes} - self.members()
+        outside = self.cut_off() | {n.node for n in self.nodes} - self.members()
         for node in self.nodes:
             if node.node in outside:
                 node.restart()
+
+    def cut_off(self) -> set[str]:
+        """Nodes that report a partition from enough peers to be in a minority: only they are
+        restarted by ``heal`` (the majority's nodes, and their clients, stay up). Every node
+        reporting a partition when no side is a minority (an even split)."""
+        partitions: dict[str, list[str]] = self._status().get("partitions") or {}
+        minority = {
+            node
+            for node, lost in partitions.items()
+            if 2 * (len(self.nodes) - len(lost)) <= len(self.nodes)
+        }
+        return minority or self.partitioned()
 
     def isolate(self, node: PrivateBroker) -> None:
         """Cut ``node`` off from its peers, a network partition: it keeps running and serving

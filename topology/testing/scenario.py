@@ -67,6 +67,43 @@ def record_reason(message: AbstractIncomingMessage) -> tuple[str, bool]:
 
 
 @dataclass
+class Quiet:
+    """Readings of the queues in flight while a scenario waits for quiet."""
+
+    patience: float
+    #: The last reading (None before the first, or while the node did not answer).
+    left: dict[str, int] | None = None
+    _readings: int = 0
+    _since: float = 0.0
+    _progress: object = None
+
+    def moved(self, progress: object) -> bool:
+        """True, and quiet starts over, when the ledger moved since the last look."""
+        if progress == self._progress:
+            return False
+        self._progress, self._readings = progress, 0
+        return True
+
+    def read(self, left: dict[str, int] | None) -> None:
+        """One reading of the queues: quiet when nothing is in them."""
+        self.left = left
+        if left != {}:
+            self._readings = 0
+            return
+        if self._readings == 0:
+            self._since = asyncio.get_running_loop().time()
+        self._readings += 1
+
+    def over(self, report: Report) -> bool:
+        """Two quiet readings in a row, and ``patience`` seconds of quiet if tasks are
+        missing."""
+        if self._readings < 2:
+            return False
+        waited = asyncio.get_running_loop().time() - self._since
+        return not report.lost or waited >= self.patience
+
+
+@dataclass
 class Scenario:
     """A namespace on the private node (or cluster) with everything needed to break and judge it."""
 
@@ -183,16 +220,20 @@ class Scenario:
         # Two quiet readings in a row end the wait. Missing tasks get ``patience`` seconds of
         # quiet more (a queue recovering after a crash may look empty); anything still in
         # flight after ``timeout`` raises StillInFlight.
-        quiet, left = 0, None
+        quiet = Quiet(patience)
         report = self.ledger.report()
         try:
             async with asyncio.timeout(timeout):
-                while quiet < 2 or (report.lost and quiet < patience / POLL_SECONDS):
+                while not quiet.over(report):
                     await asyncio.sleep(POLL_SECONDS)
-                    left = await self.in_flight()
                     report = await self.collect_report()
-                    quiet = quiet + 1 if left == {} else 0
+                    # Asking the broker starts an Erlang VM (rabbitmqctl, a second of CPU):
+                    # it is asked only once the ledger stopped moving.
+                    if quiet.moved((self.ledger.count_attempts(), report.counts())):
+                        continue
+                    quiet.read(await self.in_flight())
         except TimeoutError:
+            left = quiet.left if quiet.left is not None else await self.in_flight()
             if left:
                 raise StillInFlight(
                     f"still in flight after {timeout}s: {left}\n{report.table()}", left

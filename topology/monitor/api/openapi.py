@@ -24,7 +24,7 @@ _STATUS_TEXT = {
     401: "no token, or a wrong one",
     403: "the token's role is too low",
     404: "no such schedule",
-    409: "a conflict: another change came first, or the name is taken",
+    409: "a conflict: another change came first, the name is taken, or the run ended",
     413: "the body is too large",
     415: "the body is not JSON",
     429: "too many wrong tokens from this address: wait Retry-After seconds",

@@ -29,6 +29,10 @@ PREFIX = "/api/"
 _CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 
 
+#: Sent with a 503: the robust connection tries again every second, a few are enough.
+RETRY_LATER = {"Retry-After": "5"}
+
+
 class ApiError(Exception):
     """A refusal: HTTP ``status``, a ``code`` for machines, a ``message`` saying what to fix."""
 
@@ -79,7 +83,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     except BROKER_TROUBLE as error:
         log.warning("api call failed on the broker", path=request.path, error=repr(error))
         why = "the broker could not be reached or refused the operation: try again"
-        return ApiError(503, "broker_unavailable", why).response()
+        return ApiError(503, "broker_unavailable", why, headers=RETRY_LATER).response()
     except web.HTTPException as error:
         if error.status < 400:
             raise

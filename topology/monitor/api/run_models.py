@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from warren_cron.history.lifecycle import State
 from warren_cron.monitor.api.models import Reason, Strict
+from warren_cron.monitor.api.waits import MAX_WAIT_SECONDS
 
 #: Runs or records one page holds at most.
 PAGE = 100
@@ -23,6 +24,17 @@ class RunsQuery(Strict):
     state: State | None = None
     since: str | None = Field(None, min_length=1, max_length=40, description="default 1d")
     limit: int = Field(50, ge=1, le=PAGE)
+
+
+class RunQuery(Strict):
+    """How long to wait for the run to end before answering."""
+
+    wait: float = Field(
+        0,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="seconds to wait for the run to end (a long poll); 0: answer at once",
+    )
 
 
 class Attempt(BaseModel):
@@ -136,4 +148,19 @@ class Moved(BaseModel):
     matched: int
     moved: int
     failed: int = Field(description="records that could not be moved and stay")
+    message: str
+
+
+class CancelBody(Strict):
+    """Why the run is cancelled (optional, kept in the history with the token's name)."""
+
+    reason: str | None = Field(None, min_length=1, max_length=500, description="why")
+
+
+class Cancelled(BaseModel):
+    """What the cancel did."""
+
+    run_id: str
+    state: str = Field(description="the run's state when the cancel was asked for")
+    cancelled: bool
     message: str

@@ -8,16 +8,18 @@ goes through the same ``Client`` an application uses and is audited to the histo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warren_cron.client.options import EnqueueOptions
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
 from warren_cron.failed.select import parse_since
 from warren_cron.history.events import event
-from warren_cron.history.lifecycle import status_of
+from warren_cron.history.lifecycle import RunStatus, status_of
 from warren_cron.history.recent import one_run, recent_runs, story_start
 from warren_cron.history.runs import Run as Folded
 from warren_cron.monitor.api.problems import ApiError
@@ -27,8 +29,12 @@ from warren_cron.monitor.api.run_models import (
     Enqueued,
     Run,
     RunList,
+    RunQuery,
     RunsQuery,
 )
+
+if TYPE_CHECKING:
+    from warren_cron.monitor.dashboard.service import Dashboard
 
 #: The longest run id looked up: longer ones are no run id warren makes.
 MAX_RUN_ID = 300
@@ -70,18 +76,43 @@ async def list_runs(call: Call) -> RunList:
 
 
 async def get_run(call: Call) -> Run:
-    """One run: its state, every attempt, its error or its result."""
-    dashboard, run_id = call.dashboard, call.request.match_info["run_id"]
+    """One run: its state, every attempt, its error or its result; ``wait`` long-polls."""
+    run_id, wait = call.request.match_info["run_id"], call.query_as(RunQuery).wait
     if not 0 < len(run_id) <= MAX_RUN_ID or not run_id.isprintable():
         raise ApiError(400, "invalid", f"run_id: 1 to {MAX_RUN_ID} printable characters")
+    if wait > 0:
+        with call.dashboard.api.waiters.watch(run_id) as woken:
+            status = await _waited(call.dashboard, run_id, woken, wait)
+    else:
+        status = await _status(call.dashboard, run_id)
+    if status is None:
+        why = f"no event of run {run_id!r}: unknown, not run yet, or older than the history"
+        raise ApiError(404, "not_found", why)
+    return Run.model_validate(status.as_json())
+
+
+async def _waited(
+    dashboard: Dashboard, run_id: str, woken: asyncio.Event, wait: float
+) -> RunStatus | None:
+    """The run's status once it ended, or when ``wait`` seconds passed."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        woken.clear()  # before the read: an event landing during it wakes the wait below
+        status = await _status(dashboard, run_id)
+        left = deadline - asyncio.get_running_loop().time()
+        if (status is not None and status.done) or left <= 0:
+            return status
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), left)
+
+
+async def _status(dashboard: Dashboard, run_id: str) -> RunStatus | None:
+    """Where the run stands, from the runs kept in memory or its story in the stream."""
     run = dashboard.recent.whole(run_id)
     if run is None:  # not kept, or kept without its start: its story from the stream
         start = story_start(run_id, None, dashboard.offsets.offset_at)
         run = await one_run(dashboard.connection, dashboard.names.history_stream, run_id, start)
-    if run is None:
-        why = f"no event of run {run_id!r}: unknown, not run yet, or older than the history"
-        raise ApiError(404, "not_found", why)
-    return as_run(run_id, run)
+    return None if run is None else status_of(run_id, run, utcnow())
 
 
 async def enqueue_run(call: Call) -> Enqueued:
@@ -120,7 +151,7 @@ def options_of(body: EnqueueBody) -> EnqueueOptions:
 RUN = "/runs/{run_id}"
 ENDPOINTS = [
     Endpoint("GET", "/runs", list_runs, "viewer", RunList, query=RunsQuery),
-    Endpoint("GET", RUN, get_run, "viewer", Run, errors=(400, 404)),
+    Endpoint("GET", RUN, get_run, "viewer", Run, query=RunQuery, errors=(400, 404, 429)),
     Endpoint(
         "POST", "/runs", enqueue_run, "operator", Enqueued, EnqueueBody, status=202, errors=(503,)
     ),

@@ -15,6 +15,7 @@ from typing import Any
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleNotFound
 from warren_cron.history.events import event
+from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor.api.models import (
     ArchiveQuery,
     CreateBody,
@@ -31,10 +32,9 @@ from warren_cron.monitor.api.routes import Call, Endpoint
 from warren_cron.monitor.dashboard.pages.schedules import followed
 from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule as Resolved
-from warren_cron.schedules.schedule import build_schedule
 from warren_cron.store.admin import StoredSchedule
-from warren_cron.store.changes import spec_json
-from warren_cron.store.listing import file_row, runtime_row
+from warren_cron.store.listing import file_row, listed, runtime_row
+from warren_cron.store.masking import shown_spec
 
 
 async def list_schedules(call: Call) -> ScheduleList:
@@ -42,7 +42,7 @@ async def list_schedules(call: Call) -> ScheduleList:
     dashboard, now = call.dashboard, utcnow()
     pauses = dashboard.keeper.pauses
     rows = [file_row(s, pauses.get(s.name), now) for s in dashboard.schedules]
-    stored = await dashboard.api.admin.list(sync=False)
+    stored = listed(await dashboard.api.admin.list(sync=False))
     rows += [runtime_row(item, dashboard.settings, now) for item in stored]
     return ScheduleList.model_validate({"schedules": rows})
 
@@ -53,7 +53,7 @@ async def get_schedule(call: Call) -> Schedule:
     schedule = dashboard.by_name.get(call.name)
     if schedule is not None:
         found = file_row(schedule, dashboard.keeper.pauses.get(call.name), utcnow())
-        return Schedule.model_validate({**found, "spec": spec_json(schedule.spec), "history": []})
+        return Schedule.model_validate({**found, "spec": shown_spec(schedule.spec), "history": []})
     try:
         return _detail(call, await dashboard.api.admin.get(call.name, sync=False))
     except ScheduleNotFound:
@@ -130,11 +130,7 @@ async def trigger_schedule(call: Call) -> Done:
 
 async def _live(call: Call) -> Resolved:
     """The file's schedule of that name, else the live runtime one (404 when archived)."""
-    dashboard = call.dashboard
-    schedule = dashboard.by_name.get(call.name)
-    if schedule is not None:
-        return schedule
-    return build_schedule(await dashboard.api.admin.live_spec(call.name), dashboard.settings)
+    return await call.dashboard.live_schedule(call.name)
 
 
 def _unknown(name: str) -> ApiError:
@@ -142,24 +138,29 @@ def _unknown(name: str) -> ApiError:
 
 
 def _audited(call: Call, stored: StoredSchedule) -> Schedule:
+    audit(call.dashboard.history, stored, call.by)
+    return _detail(call, stored)
+
+
+def audit(history: HistoryPublisher, stored: StoredSchedule, by: str) -> None:
+    """Record the schedule's last change in the history stream, as made by ``by``."""
     change = stored.history[-1]
-    call.dashboard.history.emit(
+    history.emit(
         event(
             "changed",
             schedule=stored.name,
-            by=call.by,
+            by=by,
             change=change["kind"],
             version=stored.version,
             reason=change.get("reason"),
         )
     )
-    return _detail(call, stored)
 
 
 def _detail(call: Call, stored: StoredSchedule) -> Schedule:
     found: dict[str, Any] = runtime_row(stored, call.dashboard.settings, utcnow())
     return Schedule.model_validate(
-        {**found, "spec": spec_json(stored.spec), "history": stored.history}
+        {**found, "spec": shown_spec(stored.spec), "history": stored.history}
     )
 
 

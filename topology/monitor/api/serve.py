@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from warren_cron.monitor.api import failed, runs, schedules
+from warren_cron.monitor.api import cancels, failed, runs, schedules
 from warren_cron.monitor.api.openapi import document
 from warren_cron.monitor.api.problems import json_errors
 from warren_cron.monitor.api.routes import Call, Endpoint, add_endpoints
@@ -24,6 +24,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/openapi.json", openapi, None, None),
     *schedules.ENDPOINTS,
     *runs.ENDPOINTS,
+    *cancels.ENDPOINTS,
     *failed.ENDPOINTS,
 ]
 

@@ -7,6 +7,7 @@ from aio_pika.abc import AbstractConnection
 
 from warren_cron.client.client import Client
 from warren_cron.monitor.api.tokens import Caller, TokenTable
+from warren_cron.monitor.api.waits import RunWaiters
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.store.admin import ScheduleAdmin
 
@@ -19,6 +20,13 @@ class ApiState:
         self._admin = ScheduleAdmin(settings) if self.tokens else None
         #: Enqueues ``POST /runs``'s tasks; it connects at the first one.
         self.client = Client(settings, name="warren-api")
+        #: Calls of ``GET /runs/{id}?wait=`` waiting on their run's end.
+        self.waiters = RunWaiters()
+
+    @property
+    def has_store(self) -> bool:
+        """Whether the monitor follows the runtime schedules (only with API tokens)."""
+        return self._admin is not None
 
     @property
     def admin(self) -> ScheduleAdmin:

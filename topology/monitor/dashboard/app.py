@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import structlog
 from aiohttp import web
 
+from warren_cron.errors import BROKER_TROUBLE
+
+log = structlog.get_logger("dashboard")
 STATIC = Path(__file__).parent / "static"
 #: No inline script or style, nothing from elsewhere, never inside another site's frame.
 CSP = (
@@ -19,6 +23,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
+#: What a page answers while the broker cannot be reached.
+OUTAGE = "The broker could not be reached, and this page is read from it: reload in a moment."
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Each page module's ``add_routes``.
 Routes = Callable[[web.Application], None]
@@ -36,6 +42,16 @@ async def secured(request: web.Request, handler: Handler) -> web.StreamResponse:
     return response
 
 
+@web.middleware
+async def broker_outage(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A page read from the broker while it cannot be reached: a 503 that says so, not a 500."""
+    try:
+        return await handler(request)
+    except BROKER_TROUBLE as error:
+        log.warning("page failed on the broker", path=request.path, error=repr(error))
+        raise web.HTTPServiceUnavailable(text=OUTAGE, headers={"Retry-After": "5"}) from None
+
+
 def _secure(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.update(SECURITY_HEADERS)
     if not request.path.startswith("/static/"):
@@ -44,7 +60,7 @@ def _secure(request: web.Request, response: web.StreamResponse) -> None:
 
 def create_app(routes: list[Routes]) -> web.Application:
     """The application with every page's routes and the static files."""
-    app = web.Application(middlewares=[secured])
+    app = web.Application(middlewares=[secured, broker_outage])
     for add in routes:
         add(app)
     app.router.add_static("/static/", STATIC)

@@ -1,10 +1,13 @@
 """Who may act on the dashboard, and proof that a form was sent from the dashboard itself.
 
-Reading needs nothing. Acting needs ``CRON_DASHBOARD_TOKEN``: either a login (the form sets an
-HttpOnly, SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request.
-A form sent with the cookie must also carry the session's CSRF token and, when the browser
-says where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without
-a token configured the dashboard is read-only and refuses every action. Wrong tokens are
+Reading needs nothing. Acting needs a token: either a login (the form sets an HttpOnly,
+SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request. A token
+has a role, as the HTTP API's do: ``CRON_DASHBOARD_TOKEN`` is an operator's (trigger, pause,
+resume, replay, purge), and a token of ``CRON_API_TOKENS`` carries its own role and name
+(creating, editing and archiving runtime schedules needs ``admin``, as on the API). A form
+sent with the cookie must also carry the session's CSRF token and, when the browser says
+where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without any
+token configured the dashboard is read-only and refuses every action. Wrong tokens are
 counted per client address and lock it out for a while (``throttle.py``).
 """
 
@@ -21,6 +24,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from warren_cron.monitor.api.tokens import Caller, Role
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
 
 COOKIE = "warren_session"
@@ -28,6 +32,10 @@ COOKIE = "warren_session"
 MAX_SESSIONS = 1000
 T = TypeVar("T")
 READ_ONLY = "the dashboard is read-only: set CRON_DASHBOARD_TOKEN on the monitor to allow actions"
+#: The role of ``CRON_DASHBOARD_TOKEN``: the actions the dashboard had before roles.
+DASHBOARD_ROLE: Role = "operator"
+#: Finds the API token's caller (``ApiState.match``).
+Matcher = Callable[[str], Caller | None]
 
 
 class Refused(Exception):
@@ -42,10 +50,12 @@ class Refused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who acts: the name given at login (``api`` for a bearer token) and their address."""
+    """Who acts: the name given at login (``api`` for a bearer token; an API token's name),
+    their address and their role."""
 
     name: str
     remote: str
+    role: Role = DASHBOARD_ROLE
 
     @property
     def by(self) -> str:
@@ -56,26 +66,31 @@ class Actor:
 class Auth:
     """Sessions of logged-in users, in memory: a restarted monitor asks them to log in again."""
 
-    def __init__(self, token: str | None, throttle: LoginThrottle) -> None:
+    def __init__(
+        self, token: str | None, throttle: LoginThrottle, api: Matcher | None = None
+    ) -> None:
         self.token = token
         self.throttle = throttle
+        self._api = api
         self._key = secrets.token_bytes(32)
-        self._sessions: dict[str, str] = {}
+        self._sessions: dict[str, Caller] = {}
 
     @property
     def read_only(self) -> bool:
         """True when no token is configured: no action is possible."""
-        return self.token is None
+        return self.token is None and self._api is None
 
-    def _token_ok(self, given: str, address: str) -> bool:
-        """Whether ``given`` is the token (see ``checked``)."""
+    def _caller(self, given: str, address: str, name: str) -> Caller | None:
+        """Whose token ``given`` is (see ``checked``): the dashboard token's, as ``name``
+        with its role, or an API token's, as that token's name and role."""
         token = self.token
 
-        def right() -> bool | None:
-            matches = token is not None and hmac.compare_digest(given.encode(), token.encode())
-            return True if matches else None
+        def right() -> Caller | None:
+            if token is not None and hmac.compare_digest(given.encode(), token.encode()):
+                return Caller(name, DASHBOARD_ROLE)
+            return None if self._api is None else self._api(given)
 
-        return self.checked(address, right) is not None
+        return self.checked(address, right)
 
     def checked(self, address: str, check: Callable[[], T | None]) -> T | None:
         """What ``check`` finds for a token sent by ``address`` (None: a wrong one, counted);
@@ -90,10 +105,13 @@ class Auth:
 
     def login(self, name: str, token: str, address: str) -> str | None:
         """A new session id for ``name`` when ``token`` is right; None otherwise."""
-        if self.read_only or not self._token_ok(token, address):
+        caller = None
+        if not self.read_only:
+            caller = self._caller(token, address, name.strip()[:40] or "someone")
+        if caller is None:
             return None
         session = secrets.token_urlsafe(32)
-        self._sessions[session] = name.strip()[:40] or "someone"
+        self._sessions[session] = caller
         if len(self._sessions) > MAX_SESSIONS:
             del self._sessions[next(iter(self._sessions))]
         return session
@@ -104,6 +122,11 @@ class Auth:
 
     def user(self, request: web.Request) -> str | None:
         """The logged-in user of the request's session cookie, if any."""
+        caller = self.session(request)
+        return None if caller is None else caller.name
+
+    def session(self, request: web.Request) -> Caller | None:
+        """The logged-in user of the request's session cookie, and their role."""
         return self._sessions.get(request.cookies.get(COOKIE, ""))
 
     def csrf(self, request: web.Request) -> str:
@@ -113,23 +136,36 @@ class Auth:
             return ""
         return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
 
-    def actor(self, request: web.Request, form: Mapping[str, str]) -> Actor:
-        """Who sends this action, or ``Refused`` saying why it may not be done."""
+    def actor(
+        self, request: web.Request, form: Mapping[str, str], role: Role = DASHBOARD_ROLE
+    ) -> Actor:
+        """Who sends this action, when their role includes ``role``; else ``Refused``
+        saying why it may not be done."""
+        actor = self._sender(request, form)
+        if not Caller(actor.name, actor.role).may(role):
+            raise Refused(
+                f"{actor.name} is logged in with role {actor.role}; this needs {role}: log in "
+                f"with a token of that role"
+            )
+        return actor
+
+    def _sender(self, request: web.Request, form: Mapping[str, str]) -> Actor:
         remote = request.remote or "?"
         if self.read_only:
             raise Refused(READ_ONLY)
         bearer = request.headers.get("Authorization", "")
         if bearer.startswith("Bearer "):
-            if not self._token_ok(bearer.removeprefix("Bearer "), remote):
+            caller = self._caller(bearer.removeprefix("Bearer "), remote, "api")
+            if caller is None:
                 raise Refused("wrong bearer token")
-            return Actor("api", remote)
+            return Actor(caller.name, remote, caller.role)
         same_site(request)
-        user = self.user(request)
+        user = self.session(request)
         if user is None:
-            raise Refused("log in with the dashboard token first (Log in, top right)")
+            raise Refused("log in with a token first (Log in, top right)")
         if not hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request)):
             raise Refused("the form is out of date or not from this dashboard: reload the page")
-        return Actor(user, remote)
+        return Actor(user.name, remote, user.role)
 
 
 def same_site(request: web.Request) -> None:

@@ -13,7 +13,13 @@ from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import COOKIE, Auth
 
 TEMPLATES = Path(__file__).parent / "templates"
-NAV = (("/", "Overview"), ("/schedules", "Schedules"), ("/runs", "Runs"), ("/failed", "Failed"))
+NAV = (
+    ("/", "Overview"),
+    ("/schedules", "Schedules"),
+    ("/runs", "Runs"),
+    ("/failed", "Failed"),
+    ("/flow", "Flow"),
+)
 
 
 def environment() -> jinja2.Environment:

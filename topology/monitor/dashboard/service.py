@@ -18,7 +18,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiohttp import web
 
 from warren_cron.clock import utcnow
-from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.errors import BROKER_TROUBLE, ScheduleNotFound
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.publisher import HistoryPublisher
@@ -28,6 +28,7 @@ from warren_cron.monitor.dashboard.activity import DAY, Activity
 from warren_cron.monitor.dashboard.app import create_app
 from warren_cron.monitor.dashboard.auth import Auth, Refused
 from warren_cron.monitor.dashboard.failed_index import FailedIndex
+from warren_cron.monitor.dashboard.flow import FlowSeen
 from warren_cron.monitor.dashboard.offsets import OffsetIndex
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
@@ -36,7 +37,7 @@ from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
-from warren_cron.schedules.schedule import Schedule
+from warren_cron.schedules.schedule import Schedule, build_schedule
 
 log = structlog.get_logger("dashboard")
 
@@ -61,6 +62,7 @@ class Dashboard:
         #: The monitor's scheduler liveness watch, when the dashboard runs in a monitor.
         self.schedulers = schedulers
         self.activity = Activity()
+        self.flow = FlowSeen()
         self.recent = RecentRuns()
         self.offsets = OffsetIndex()
         self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
@@ -68,8 +70,9 @@ class Dashboard:
         throttle = LoginThrottle(
             settings.dashboard_login_failures, settings.dashboard_lockout_seconds
         )
-        self.auth = Auth(None if token is None else token.get_secret_value(), throttle)
         self.api = ApiState(settings)
+        secret = None if token is None else token.get_secret_value()
+        self.auth = Auth(secret, throttle, self.api.match if self.api.tokens else None)
         self.notes = Notes()
         self.env = environment()
         self.url: str | None = None
@@ -79,6 +82,16 @@ class Dashboard:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._follower: StreamFollower | None = None
+
+    async def live_schedule(self, name: str) -> Schedule:
+        """The file's schedule ``name``, else the live runtime one read from the store;
+        ``ScheduleNotFound`` for neither (archived, unknown, or no store followed)."""
+        schedule = self.by_name.get(name)
+        if schedule is not None:
+            return schedule
+        if not self.api.has_store:
+            raise ScheduleNotFound(f"no schedule {name!r} in CRON_SCHEDULES_FILE")
+        return build_schedule(await self.api.admin.live_spec(name), self.settings)
 
     @property
     def connection(self) -> AbstractRobustConnection:
@@ -128,8 +141,10 @@ class Dashboard:
 
     def _on_history(self, events: list[Event], offset: int) -> None:
         self.activity.on_events(events, offset)
+        self.flow.on_events(events, offset)
         self.recent.on_events(events, offset)
         self.offsets.on_events(events, offset)
+        self.api.waiters.on_events(events, offset)  # last: a woken call reads the runs above
 
     async def stop(self) -> None:
         """Stop serving and reading; events of actions still buffered are sent."""

@@ -3,15 +3,24 @@ them; ``/runs/<id>``: one run's story."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
+from urllib.parse import quote
 
 from aiohttp import web
 
+from warren_cron.broker.connect import publish_channel
+from warren_cron.cancel.request import cancel_run
+from warren_cron.cancel.stream import declare_cancels
+from warren_cron.cancel.tombstone import checked_run_id
+from warren_cron.client.runs import run_status
+from warren_cron.errors import CancelError
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.history.recent import one_run, story_start
-from warren_cron.history.runs import OUTCOMES, Run
+from warren_cron.history.runs import ENDED, OUTCOMES, Run
 from warren_cron.history.timeline import seconds_text, steps
-from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.dashboard.auth import Actor
+from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.monitor.dashboard.recent import NOTABLE, PER_SCHEDULE
 
 #: Runs listed at most.
@@ -62,10 +71,36 @@ async def run_page(request: web.Request) -> web.StreamResponse:
         steps=[] if run is None else steps(run),
         records=records,
         took=seconds_text,
+        ended=ENDED,
+        back=f"/runs/{quote(run_id, safe='')}",
     )
 
 
+async def cancel(request: web.Request) -> web.StreamResponse:
+    """Cancel the run (``topology/cancel/``), with the reason given."""
+    dashboard = dashboard_of(request)
+    run_id = request.match_info["run_id"]
+
+    async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
+        try:
+            checked_run_id(run_id)
+        except CancelError as error:
+            return f"not cancelled: {error}"
+        connection, names = dashboard.connection, dashboard.names
+        status = await run_status(connection, names.history_stream, run_id)
+        await declare_cancels(connection, names)
+        channel = await publish_channel(connection)
+        try:
+            answer = await cancel_run(channel, names, status, actor.by, reason)
+        finally:
+            await channel.close()
+        return answer.message
+
+    return await act(request, "cancel", perform, f"/runs/{quote(run_id, safe='')}")
+
+
 def add_routes(app: web.Application) -> None:
-    """``/runs`` and ``/runs/<run id>``."""
+    """``/runs``, ``/runs/<run id>`` and its cancel action."""
     app.router.add_get("/runs", runs_page)
+    app.router.add_post("/runs/{run_id:.+}/cancel", cancel)
     app.router.add_get("/runs/{run_id:.+}", run_page)

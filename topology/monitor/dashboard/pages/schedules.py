@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from warren_cron.clock import utcnow
+from warren_cron.errors import ScheduleNotFound
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.status import status_rows
+from warren_cron.store.listing import listed, runtime_row
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
@@ -33,16 +35,39 @@ async def schedules_page(request: web.Request) -> web.StreamResponse:
     page = views.page_of(chosen, request.query.get("page"))
     keeper = dashboard.keeper
     rows = status_rows(list(page.rows), keeper.fold, keeper.pauses, now)
+    runtime = await runtime_rows(dashboard, needle)
     return dashboard.page(
-        request, "schedules.html", rows=rows, page=page, q=needle, pauses=keeper.pauses
+        request,
+        "schedules.html",
+        rows=rows,
+        page=page,
+        q=needle,
+        pauses=keeper.pauses,
+        runtime=runtime,
+        has_store=dashboard.api.has_store,
     )
 
 
-def _schedule(dashboard: Dashboard, request: web.Request) -> Schedule:
-    schedule = dashboard.by_name.get(request.match_info["name"])
-    if schedule is None:
-        raise web.HTTPNotFound(text="no such schedule in the monitor's CRON_SCHEDULES_FILE")
-    return schedule
+async def runtime_rows(dashboard: Dashboard, needle: str) -> list[dict[str, Any]]:
+    """The runtime schedules whose name holds ``needle``, as ``list`` shows them (none
+    when the monitor does not follow the store)."""
+    if not dashboard.api.has_store:
+        return []
+    stored = listed(await dashboard.api.admin.list(sync=False))
+    now = utcnow()
+    chosen = [item for item in stored if needle in item.name.lower()]
+    return [runtime_row(item, dashboard.settings, now) for item in chosen]
+
+
+async def _schedule(dashboard: Dashboard, name: str) -> Schedule:
+    """The file's schedule ``name``, else the live runtime one; 404 for neither. Called once
+    the action's sender is authorized: a runtime one is read from the store."""
+    try:
+        return await dashboard.live_schedule(name)
+    except ScheduleNotFound:
+        raise web.HTTPNotFound(
+            text=f"no schedule {name!r}: neither in CRON_SCHEDULES_FILE nor a live runtime schedule"
+        ) from None
 
 
 async def followed(dashboard: Dashboard, done: Callable[[], bool]) -> None:
@@ -61,10 +86,10 @@ async def followed(dashboard: Dashboard, done: Callable[[], bool]) -> None:
 
 async def trigger(request: web.Request) -> web.StreamResponse:
     """Publish one run of the schedule now."""
-    dashboard = dashboard_of(request)
-    schedule = _schedule(dashboard, request)
+    dashboard, name = dashboard_of(request), request.match_info["name"]
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
+        schedule = await _schedule(dashboard, name)
         run_id = await commands.trigger(
             dashboard.connection, dashboard.settings, schedule, dashboard.history, actor.by, reason
         )
@@ -75,10 +100,10 @@ async def trigger(request: web.Request) -> web.StreamResponse:
 
 async def pause(request: web.Request) -> web.StreamResponse:
     """Pause the schedule, with the reason given."""
-    dashboard = dashboard_of(request)
-    schedule = _schedule(dashboard, request)
+    dashboard, name = dashboard_of(request), request.match_info["name"]
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
+        schedule = await _schedule(dashboard, name)
         already = await commands.pause(
             dashboard.connection,
             dashboard.names,
@@ -97,10 +122,10 @@ async def pause(request: web.Request) -> web.StreamResponse:
 
 async def resume(request: web.Request) -> web.StreamResponse:
     """Resume the schedule (missed fires under its catch_up policy when asked)."""
-    dashboard = dashboard_of(request)
-    schedule = _schedule(dashboard, request)
+    dashboard, name = dashboard_of(request), request.match_info["name"]
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
+        schedule = await _schedule(dashboard, name)
         catch_up = form.get("catch_up") == "on"
         resumed = await commands.resume(
             dashboard.connection,

@@ -1,0 +1,103 @@
+"""The scheduler's own schedules file in the store: applied as ``warren schedules apply FILE
+--prune`` applies one, by the leader, when it starts leading and after each reload.
+
+So the file's schedules and the runtime ones meet in one place: ``get NAME`` shows a file
+schedule's history of changes (by ``scheduler host:pid``, reason ``reload of FILE``), and a
+runtime schedule cannot quietly shadow a file one. The file's schedules are recorded as
+managed by ``CRON_SCHEDULES_FILE`` (one name for every scheduler of the namespace). They
+still run from the file (the leader does not run the store's copy of them); a schedule
+dropped from the file is archived in the store. Schedules created at runtime are untouched
+unless the file names them (then the file adopts them, as ``apply`` does).
+
+Unlike the command, which refuses everything on one conflict, a daemon applies what it
+can: each conflict (a schedule managed by another applied file, or changed in the store
+since the last reload) is logged with what to do, and the other schedules are applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from warren_cron.errors import BROKER_TROUBLE, StoreError
+from warren_cron.scheduler.leader import identity
+from warren_cron.schedules.load import ScheduleSet
+from warren_cron.store.apply import SCHEDULER_FILE, Options, Plan, plan_apply
+from warren_cron.store.book import StoreBook
+from warren_cron.store.changes import Change, Kind, spec_json
+
+log = structlog.get_logger("scheduler")
+#: The change each step of an apply writes (as ``ScheduleAdmin.apply_step`` does).
+_KINDS: dict[str, Kind] = {
+    "create": "create",
+    "change": "update",
+    "adopt": "update",
+    "archive": "archive",
+}
+
+
+async def apply_file(book: StoreBook, file: ScheduleSet) -> Plan:
+    """Make the store hold ``file``'s schedules; conflicts logged, the rest written."""
+    await book.sync()
+    specs = [schedule.spec for schedule in file.schedules]
+    plan = plan_apply(specs, dict(book.state.entries), Options(SCHEDULER_FILE, frozenset(), True))
+    for conflict in plan.conflicts:
+        log.warning(
+            "schedule of the file not applied to the store; it still runs from the file",
+            conflict=conflict.replace("apply with --force", "archive it in the store"),
+            file=file.source,
+        )
+    by, reason = f"scheduler {identity()}", f"reload of {file.source}"
+    for step in plan.changes():
+        data = None if step.spec is None else spec_json(step.spec)
+        kind = _KINDS[step.action]
+        await book.append(Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE))
+    if plan.changes():
+        log.info(
+            "schedules file applied to the store", file=file.source, changes=len(plan.changes())
+        )
+    return plan
+
+
+class FileSync:
+    """Applies the newest file it was given, one apply at a time, in the background."""
+
+    def __init__(self, book: StoreBook) -> None:
+        self._book = book
+        self._wanted: ScheduleSet | None = None
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: Set after each apply that ran to its end (tests and logs wait on it).
+        self.applied = asyncio.Event()
+
+    def follow(self, file: ScheduleSet) -> None:
+        """Apply ``file`` soon (a newer one given meanwhile replaces it)."""
+        self._wanted = file
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            assert self._wanted is not None
+            try:
+                await apply_file(self._book, self._wanted)
+            except StoreError as error:
+                # The next reload, or the next leader, applies the file again.
+                log.warning("schedules file not applied to the store", error=str(error))
+                continue
+            except BROKER_TROUBLE as error:
+                log.warning("schedules file not applied: broker trouble", error=str(error))
+                continue
+            self.applied.set()
+
+    async def close(self) -> None:
+        """Stop applying (a write under way is abandoned; the log holds it or not)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -1,0 +1,225 @@
+"""``bench.py schedules``: N runtime schedules against the same N from a schedules file.
+
+Each round runs both contenders, alternately, each in a namespace of its own: a leading
+scheduler and a standby. ``--count`` quiet schedules (a customer's nightly report: an
+``http`` task with its URL, a cron in a time zone) and ``--firing`` noop schedules
+``every = "1s"`` whose fires give the fire lag. The runtime contender starts from an empty
+schedules file and gets every schedule through ``Client.create_schedules``; the file
+contender reads them from a TOML file. Then, for both: the leader's RSS and CPU over
+``--idle`` seconds with the standby up, the fire lag of that window (the ``late_ms`` of
+``fire published``), and the new leader's ready time: ``kill -9`` of the leader to the
+standby's first fire published (every ``--firing`` schedule is due each second, and the
+fires missed meanwhile are caught up from the watermark as soon as it is ready).
+
+The runtime contender also gives the create rate and the change lag: a change's time
+(written by the client) to the leader's ``runtime schedule changed`` line (its ``lag_ms``),
+over the bulk create and over ``--changes`` single updates made one after another after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib.common import Bench, LineCounter, cpu_seconds, log_time, print_table, reap, rss_mb
+from benchlib.lag import percentile
+from benchlib.scheduling import LEADING, PLAN, PUBLISHED, events, start
+from warren_cron.client import Client
+from warren_cron.testing.waits import until
+
+CHANGED = b'"event":"runtime schedule changed"'
+STANDING_BY = b'"event":"standing by: another scheduler leads"'
+#: Creates handed to one ``create_schedules`` call.
+CHUNK = 5000
+#: After the standby is up and before the idle window: the leader settles.
+SETTLE_SECONDS = 5.0
+ENV = {"CRON_LEADER_RETRY_SECONDS": "0.2"}
+Popen = subprocess.Popen[bytes]
+
+
+def quiet(index: int) -> dict[str, Any]:
+    """A customer's nightly report, as an application would create it."""
+    return {
+        "name": f"customer-{index:06d}-nightly-report",
+        "cron": f"{index % 60} {index % 24} * * *",
+        "timezone": "Europe/Berlin",
+        "task": "http",
+        "payload": {"url": f"https://reports.example.com/customers/{index}/nightly"},
+        "timeout_seconds": 120.0,
+    }
+
+
+def firing(index: int) -> dict[str, Any]:
+    """A schedule that fires every second: its fires measure the fire lag."""
+    return {"name": f"tick-{index:03d}", "every": "1s", "task": "noop"}
+
+
+def specs(args: Any) -> list[dict[str, Any]]:
+    """Every schedule of one contender."""
+    return [quiet(i) for i in range(args.count)] + [firing(i) for i in range(args.firing)]
+
+
+def toml_entry(spec: dict[str, Any]) -> str:
+    """One ``[[schedule]]`` table of ``spec`` (strings, numbers and one-level tables)."""
+    lines = ["[[schedule]]"]
+    for key, value in spec.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f'{k} = "{v}"' for k, v in value.items())
+            lines.append(f"{key} = {{ {inner} }}")
+        else:
+            lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+def start_scheduler(bench: Bench, path: Path, log: Path, mark: bytes) -> Popen:
+    """A scheduler on ``path``; returns once its log has ``mark`` (leading, standing by)."""
+    process = start(
+        ["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(path), **ENV
+    )
+    until(lambda: LineCounter(log, mark)() > 0 or process.poll() is not None, 600)
+    if process.poll() is not None:
+        raise RuntimeError(f"the scheduler exited {process.returncode}; see {log}")
+    return process
+
+
+async def create_all(bench: Bench, args: Any) -> float:
+    """Create every schedule through the client; creates a second."""
+    settings = bench.settings.model_copy(update={"namespace": bench.names.namespace})
+    async with Client(settings) as client:
+        await client.list_schedules()  # connected and following: not part of the rate
+        everything = specs(args)
+        began = time.perf_counter()
+        for first in range(0, len(everything), CHUNK):
+            made = await client.create_schedules(everything[first : first + CHUNK], by="bench")
+            assert all(not isinstance(item, Exception) for item in made), made[:3]
+        rate = len(everything) / (time.perf_counter() - began)
+        for index in range(args.changes):
+            name = quiet(index)["name"]
+            await client.update_schedule(name, {"cron": f"{index % 60} 3 * * *"}, version=1)
+    return rate
+
+
+def change_lags(log: Path, kind: str) -> list[float]:
+    """``lag_ms`` of the leader's change lines of ``kind``."""
+    return [float(e["lag_ms"]) for e in events(log, CHANGED) if e.get("change") == kind]
+
+
+def idle(args: Any, leader: Popen, log: Path) -> dict[str, float]:
+    """The leader's CPU share and RSS over ``--idle`` s, and the fire lag of that window."""
+    time.sleep(SETTLE_SECONDS)
+    began, cpu = time.time(), cpu_seconds(leader.pid)
+    time.sleep(args.idle)
+    ended, used = time.time(), cpu_seconds(leader.pid) - cpu
+    late = [
+        float(e["late_ms"])
+        for e in events(log, PUBLISHED)
+        if began <= log_time(e) <= ended and str(e.get("schedule", "")).startswith("tick-")
+    ]
+    return {
+        "cpu_pct": 100 * used / (ended - began),
+        "rss_mb": rss_mb(leader.pid),
+        "fire_p50_ms": percentile(late, 0.5),
+        "fire_p99_ms": percentile(late, 0.99),
+    }
+
+
+def take_over(leader: Popen, standby_log: Path) -> float:
+    """``kill -9`` the leader; seconds to the standby's first fire published."""
+    killed = time.time()
+    leader.send_signal(signal.SIGKILL)
+    leader.wait()
+    until(lambda: LineCounter(standby_log, PUBLISHED)() > 0, 600)
+    return log_time(events(standby_log, PUBLISHED)[0]) - killed
+
+
+def contender(args: Any, workdir: Path, runtime: bool) -> dict[str, float]:
+    """One round of one contender, in a namespace of its own."""
+    bench = Bench(args.url)
+    bench.plan_keys.update(step.key for step in PLAN.suffixes())  # the scheduler declares it
+    stamp = f"{'rt' if runtime else 'file'}-{bench.names.namespace}"
+    path, logs = workdir / f"{stamp}.toml", [workdir / f"{stamp}-{n}.log" for n in "ab"]
+    text = "" if runtime else "\n".join(toml_entry(spec) for spec in specs(args))
+    path.write_text(text, encoding="utf-8")
+    processes: list[Popen] = []
+    figures: dict[str, float] = {}
+    try:
+        processes.append(start_scheduler(bench, path, logs[0], LEADING))
+        if runtime:
+            figures["create_per_s"] = asyncio.run(create_all(bench, args))
+            total = args.count + args.firing + args.changes
+            until(lambda: LineCounter(logs[0], CHANGED)() >= total, 600)
+            figures.update(lag_figures(logs[0]))
+        processes.append(start_scheduler(bench, path, logs[1], STANDING_BY))
+        figures.update(idle(args, processes[0], logs[0]))
+        figures["ready_s"] = take_over(processes[0], logs[1])
+        return figures
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                reap(process)
+        asyncio.run(bench.delete())
+
+
+def lag_figures(log: Path) -> dict[str, float]:
+    """Change lag percentiles: over the bulk create, and over the single updates."""
+    bulk, single = change_lags(log, "create"), change_lags(log, "update")
+    return {
+        "bulk_p50_ms": percentile(bulk, 0.5),
+        "bulk_p99_ms": percentile(bulk, 0.99),
+        "change_p50_ms": percentile(single, 0.5) if single else float("nan"),
+        "change_p99_ms": percentile(single, 0.99) if single else float("nan"),
+    }
+
+
+def schedules(args: Any, _bench: Bench, workdir: Path) -> dict[str, Any]:
+    """Runtime schedules against the same schedules from a file, rounds alternated."""
+    rounds = []
+    for index in range(args.rounds):
+        order = (True, False) if index % 2 == 0 else (False, True)
+        done = {runtime: contender(args, workdir, runtime) for runtime in order}
+        rounds.append((done[True], done[False]))
+        print(f"round {index + 1}: runtime {done[True]}\n         file {done[False]}", flush=True)
+    report(args, rounds)
+    return {"runtime": [r for r, _ in rounds], "file": [f for _, f in rounds]}
+
+
+def report(args: Any, rounds: list[tuple[dict[str, float], dict[str, float]]]) -> None:
+    """The tables: the runtime contender's own figures, then both side by side."""
+    title = f"{args.count:,} schedules + {args.firing} every 1s"
+    print_table(
+        f"runtime store: {title}",
+        [(key, [r[key] for r, _ in rounds]) for key in RUNTIME_ONLY],
+    )
+    rows: list[tuple[str, list[float]]] = []
+    for key in SIDE_BY_SIDE:
+        rows += [
+            (f"runtime {key}", [r[key] for r, _ in rounds]),
+            (f"file {key}", [f[key] for _, f in rounds]),
+            (f"ratio runtime/file {key}", [r[key] / f[key] if f[key] else 0 for r, f in rounds]),
+        ]
+    print_table(f"runtime against file: {title}", rows)
+    print(f"load average at the end: {os.getloadavg()}")
+
+
+RUNTIME_ONLY = (
+    "create_per_s",
+    "bulk_p50_ms",
+    "bulk_p99_ms",
+    "change_p50_ms",
+    "change_p99_ms",
+)
+SIDE_BY_SIDE = ("ready_s", "rss_mb", "cpu_pct", "fire_p50_ms", "fire_p99_ms")
+
+
+def add_command(sub: Any) -> None:
+    """The ``schedules`` subcommand and its options."""
+    command = sub.add_parser("schedules", help=schedules.__doc__)
+    command.add_argument("--count", type=int, default=100_000, help="quiet schedules")
+    command.add_argument("--firing", type=int, default=20, help="schedules every 1s")
+    command.add_argument("--changes", type=int, default=200, help="single updates after")
+    command.add_argument("--idle", type=float, default=20.0, help="seconds of the idle window")

@@ -1,0 +1,89 @@
+"""A failure record and its publishing channel: the task is acked only once its record is
+confirmed, and a channel the broker closed and reopened does not cost the record its reason."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aio_pika.abc import AbstractRobustChannel, AbstractRobustConnection
+from aiormq.abc import DeliveredMessage
+from aiormq.exceptions import ChannelNotFoundEntity
+
+from tests.conftest import plan
+from tests.helpers import envelope, publish
+from tests.namespace import TestBroker
+from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.broker.underlay import underlay
+from warren_cron.headers import H_REASON
+from warren_cron.records import Failure
+from warren_cron.worker import fate
+from warren_cron.worker.acks import Acks
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.fate import Settler
+
+pytestmark = pytest.mark.broker
+FAILURE = Failure("permanent-error", "bad input", 1)
+
+
+@dataclass
+class Parts:
+    """A task delivered on a consuming channel, and a worker's publishing channel."""
+
+    delivery: Delivery
+    acks: Acks
+    publisher: AbstractRobustChannel
+    connection: AbstractRobustConnection
+
+    async def fail(self, broker: TestBroker) -> None:
+        """Fail the task as a worker's settler does, its records on the publishing channel."""
+        dlx = await self.publisher.get_exchange(broker.names.dlx, ensure=False)
+        await Settler(dlx, None, self.publisher.ready).fail(self.delivery, FAILURE, "r1")
+        await self.acks.flush()
+
+
+
+@pytest.fixture
+async def parts(broker: TestBroker) -> AsyncIterator[Parts]:
+    """One task of the final step, delivered and not settled; a publishing channel beside."""
+    await publish(broker, envelope("t"), plan())
+    raw = await underlay(await broker.channel())
+    delivered: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
+    await raw.basic_consume(broker.names.main_queue, delivered.put)
+    acks = Acks(raw)
+    delivery = Delivery(await asyncio.wait_for(delivered.get(), 10), acks)
+    connection = await connect(broker.settings(), "test:record-publisher")
+    yield Parts(delivery, acks, await publish_channel(connection), connection)
+    await connection.close()
+
+
+async def close_by_broker(broker: TestBroker, channel: AbstractRobustChannel) -> None:
+    """Make the broker close ``channel`` (a passive declare of a queue that does not exist)."""
+    with pytest.raises(ChannelNotFoundEntity):
+        await channel.declare_queue(f"{broker.names.namespace}_missing", passive=True)
+    assert channel.is_closed
+
+
+async def test_a_record_goes_out_with_its_reason_once_its_channel_is_reopened(
+    broker: TestBroker, parts: Parts
+) -> None:
+    """The publishing channel closed by the broker as a task fails: the record waits for it."""
+    await close_by_broker(broker, parts.publisher)
+    await parts.fail(broker)
+    [record] = await broker.get_all(broker.names.failed_queue)
+    assert record.headers[H_REASON] == "permanent-error"
+    assert record.headers.get("x-death") is None  # published by the worker, not dead-lettered
+
+
+async def test_a_record_not_confirmed_in_time_leaves_the_task_to_the_broker(
+    broker: TestBroker, parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No channel to publish on: the task is NACKed, and the broker dead-letters the final
+    step into the failed queue, never acked without a record."""
+    monkeypatch.setattr(fate, "RECORD_TIMEOUT_SECONDS", 1.0)
+    await parts.connection.close()
+    await parts.fail(broker)
+    [dead] = await broker.get_all(broker.names.failed_queue)
+    assert H_REASON not in dead.headers and dead.headers["x-death"][0]["reason"] == "rejected"

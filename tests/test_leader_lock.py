@@ -1,0 +1,104 @@
+"""The scheduler's leader lock against a real broker: one leader among racing schedulers, a
+lease that ends a leader whose probes stop coming back, and an older scheduler's lock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aio_pika
+import pytest
+from structlog.testing import capture_logs
+
+from tests.namespace import TestBroker
+from tests.scheduling import (
+    Schedulers,
+    every,
+    scheduler_settings,
+    wait_published,
+    write_schedules,
+)
+from warren_cron.broker.exclusive import consumer_count, try_exclusive
+from warren_cron.scheduler.leader import LeaderLock
+from warren_cron.scheduler.service import Scheduler
+from warren_cron.schedules.load import load_schedules
+from warren_cron.testing.waits import eventually
+
+pytestmark = pytest.mark.broker
+
+
+async def test_of_five_locks_racing_on_a_new_queue_exactly_one_holds(broker: TestBroker) -> None:
+    """Five sessions consume the lock queue and probe at once: one holds, four stand by, and
+    the queue counts one active consumer; the holder's connection closed, another holds."""
+    connections = [await aio_pika.connect(broker.url) for _ in range(5)]
+    try:
+        locks = [LeaderLock(c, broker.names, lease=4.0) for c in connections]
+        # The first declare alone: two first declares of one quorum queue at once can end a
+        # connection with INTERNAL_ERROR on 3.10, which a scheduler retries as a lost session.
+        assert await locks[0].open()
+        assert all(await asyncio.gather(*(lock.open() for lock in locks[1:])))
+        never = asyncio.Event()
+        won = await asyncio.gather(*(lock.acquire(0.5, never) for lock in locks[:1]))
+        waits = [asyncio.create_task(lock.acquire(0.2, never)) for lock in locks[1:]]
+        await asyncio.sleep(1.5)
+        assert won == [True] and not any(w.done() for w in waits)
+        assert [lock.holds() for lock in locks].count(True) == 1
+        assert await consumer_count(broker.connection, broker.names.leader_queue) == 1
+        await connections[0].close()
+        done, _ = await asyncio.wait(waits, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1 and [lock.holds() for lock in locks[1:]].count(True) == 1
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+    finally:
+        for connection in connections:
+            await connection.close()
+        channel = await broker.connection.channel()
+        await channel.queue_delete(broker.names.leader_queue)
+
+
+async def test_a_leader_whose_probes_stop_coming_back_steps_down_within_its_lease(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """The lock queue deleted under the leader (its consumer gone, its probes unroutable, as
+    on a node cut off from the majority): it stops leading within a lease, then declares the
+    queue again and leads."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s"))
+    with capture_logs() as logs:
+        instance = await schedulers.start(path, scheduler_heartbeat_seconds=1)
+        await wait_published(broker, 1)
+        channel = await broker.connection.channel()
+        await channel.queue_delete(broker.names.leader_queue)
+        await eventually(lambda: not instance.leading.is_set(), timeout=2 + 2)  # lease 2 s
+        assert any(e["event"] == "leader lease ran out: no probe came back" for e in logs)
+        await eventually(instance.leading.is_set, timeout=10)
+
+
+async def test_a_scheduler_stands_by_while_an_older_schedulers_exclusive_lock_is_held(
+    broker: TestBroker, tmp_path: Path
+) -> None:
+    """An older warren's leader holds the exclusive queue of the same name: a new scheduler
+    stands by (never two leaders across versions) and leads once that queue is gone."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s"))
+    old = await aio_pika.connect(broker.url)
+    assert await try_exclusive(old, broker.names.leader_queue) is not None
+    settings = scheduler_settings(broker, path)
+    instance = Scheduler(settings, load_schedules(path, settings))
+    with capture_logs() as logs:
+        task = asyncio.create_task(instance.run())
+        try:
+            await eventually(lambda: any(e["event"] == STANDING_BY for e in logs), 10)
+            await asyncio.sleep(1)  # five retries at 0.2 s
+            assert not instance.leading.is_set() and instance.last_fire_at is None
+            await old.close()
+            await eventually(instance.leading.is_set, timeout=10)
+            await wait_published(broker, 1)
+        finally:
+            await old.close()
+            instance.stop()
+            await asyncio.wait_for(task, 15)
+
+
+STANDING_BY = "standing by: another scheduler leads"

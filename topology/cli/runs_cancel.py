@@ -1,0 +1,119 @@
+"""``warren runs cancel``: cancel one run by id, or the runs of schedules by pattern and state.
+
+    warren runs cancel RUN_ID [--reason TEXT]
+    warren runs cancel --schedule 'x*' [--state delayed] [--since 7d] [--dry-run]
+
+A run not started never starts; a running attempt is stopped by the worker running it; both
+end ``cancelled``. Exit codes: 0 cancelled (or listed, with ``--dry-run``), 1 some of a bulk
+cancel's runs could not be cancelled, 2 bad usage, 3 broker unreachable, 5 the run had ended
+already (nothing cancelled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+
+from warren_cron.cancel.select import CANCELLABLE, MAX_BULK, cancellable_runs
+from warren_cron.cancel.tombstone import MAX_REASON
+from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
+from warren_cron.client.client import Client
+from warren_cron.clock import utcnow
+from warren_cron.errors import CancelError
+from warren_cron.failed.select import parse_since
+from warren_cron.history.lifecycle import RunStatus
+
+#: A single cancel found the run ended already: nothing was cancelled.
+EXIT_ENDED = 5
+EPILOG = (
+    "A run not yet started (in the main queue, a retry queue or the delay levels) never "
+    "starts; a running attempt is stopped by the worker that runs it. Both end 'cancelled'. "
+    "A bulk cancel finds runs in the history stream (a run enqueued without any event yet is "
+    "cancelled by its id). exit codes: 0 cancelled (or listed with --dry-run), 1 part of a "
+    "bulk cancel failed, 2 usage, 3 broker, 5 the run had ended already"
+)
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``cancel`` subcommand."""
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel a run, or a schedule's runs by state",
+        description="Cancel a run by id, or the runs of schedules matching --schedule.",
+        epilog=EPILOG,
+    )
+    cancel.add_argument("run_id", nargs="?", help="the run to cancel")
+    cancel.add_argument("--reason", help=f"why, kept in the history (at most {MAX_REASON} chars)")
+    cancel.add_argument("--schedule", help="bulk: schedules matching this glob ('x*')")
+    cancel.add_argument("--state", choices=CANCELLABLE, help="bulk: only runs in this state")
+    cancel.add_argument(
+        "--since", default=None, help="bulk: runs with events since (age like 2h, or a time)"
+    )
+    cancel.add_argument(
+        "--limit", type=int, default=1000, help=f"bulk: at most this many runs (<= {MAX_BULK})"
+    )
+    cancel.add_argument(
+        "--dry-run", action="store_true", help="bulk: list the runs, cancel nothing"
+    )
+
+
+def usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments of ``cancel``, if anything."""
+    if (args.run_id is None) == (args.schedule is None):
+        return "give a RUN_ID, or --schedule PATTERN for a bulk cancel (not both)"
+    if args.run_id is not None and (args.state or args.dry_run or args.since):
+        return "--state, --since and --dry-run go with --schedule"
+    if not 0 < args.limit <= MAX_BULK:
+        return f"--limit must be 1 to {MAX_BULK}"
+    return None
+
+
+async def cancel_command(client: Client, args: argparse.Namespace, prog: str) -> int:
+    """Run ``cancel``: one run, or a bulk cancel."""
+    try:
+        if args.run_id is not None:
+            return await _one(client, args.run_id, args.reason)
+        return await _bulk(client, args, prog)
+    except CancelError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+async def _one(client: Client, run_id: str, reason: str | None) -> int:
+    answer = await client.run(run_id).cancel(reason)
+    print(answer.message)
+    return EXIT_OK if answer.cancelled else EXIT_ENDED
+
+
+async def _bulk(client: Client, args: argparse.Namespace, prog: str) -> int:
+    connection, stream = await client.history_access()
+    keep = timedelta(seconds=client.settings.history_max_age_seconds)
+    try:
+        since = utcnow() - keep if args.since is None else parse_since(args.since, utcnow())
+    except ValueError as error:
+        raise CancelError(str(error)) from None
+    found = await cancellable_runs(connection, stream, args.schedule, args.state, since, args.limit)
+    if not found:
+        print(f"no run of a schedule matching {args.schedule!r} to cancel")
+        return EXIT_OK
+    if args.dry_run:
+        for status in found:
+            print(_line(status, "would cancel"))
+        print(f"{len(found)} run(s) would be cancelled (dry run: nothing cancelled)")
+        return EXIT_OK
+    return await _cancel_all(client, found, args.reason, prog)
+
+
+async def _cancel_all(client: Client, found: list[RunStatus], reason: str | None, prog: str) -> int:
+    missed = 0
+    for status in found:
+        answer = await client.run(status.run_id).cancel(reason)
+        missed += not answer.cancelled
+        print(_line(status, "cancelled" if answer.cancelled else "ended already"))
+    print(f"{len(found) - missed} run(s) cancelled, {missed} ended before the cancel")
+    return EXIT_PARTIAL if missed else EXIT_OK
+
+
+def _line(status: RunStatus, what: str) -> str:
+    return f"{what}: {status.run_id}  {status.state}  schedule={status.schedule or '-'}"

@@ -1,0 +1,59 @@
+"""Long polls: ``GET /api/v1/runs/{id}?wait=SECONDS`` answers once the run ended or the wait
+is over, so a shell script or a service in any language can enqueue, then wait, with curl.
+
+Waiting calls share the dashboard's live follow of the history stream: each registers an
+event, woken by any event of its run, and reads the run again; no call opens a consumer of
+its own, so a thousand waiting calls cost a thousand small objects, not a thousand channels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+from warren_cron.history.events import Event
+from warren_cron.monitor.api.problems import ApiError
+
+#: Calls that may wait at once; more get a 429 (each holds an open HTTP request).
+MAX_WAITERS = 1000
+#: The longest wait one call may ask for: proxies cut idle requests after a minute or so.
+MAX_WAIT_SECONDS = 60.0
+
+
+class RunWaiters:
+    """The calls waiting on runs, woken by the runs' events."""
+
+    def __init__(self, limit: int = MAX_WAITERS) -> None:
+        self.limit = limit
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """How many calls wait now."""
+        return self._count
+
+    def on_events(self, events: list[Event], _offset: int) -> None:
+        """Wake the calls waiting on a run any of ``events`` belongs to."""
+        for item in events:
+            for woken in self._waiting.get(item.run_id or "", ()):
+                woken.set()
+
+    @contextlib.contextmanager
+    def watch(self, run_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever ``run_id`` has a new event; 429 when too many wait."""
+        if self._count >= self.limit:
+            why = f"{self.limit} calls are waiting on runs already: try again, or poll"
+            raise ApiError(429, "throttled", why, headers={"Retry-After": "1"})
+        woken = asyncio.Event()
+        self._waiting.setdefault(run_id, set()).add(woken)
+        self._count += 1
+        try:
+            yield woken
+        finally:
+            self._count -= 1
+            mine = self._waiting[run_id]
+            mine.discard(woken)
+            if not mine:
+                del self._waiting[run_id]

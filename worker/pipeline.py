@@ -1,0 +1,103 @@
+"""One attempt, from a delivered message to its result: the body's checks, the run's cancel,
+its rate windows and the flow control's admission, then the handler under its overlap lock
+and concurrency slots.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from warren_cron.codec import decode
+from warren_cron.envelope import Envelope
+from warren_cron.errors import MessageDecodeError
+from warren_cron.headers import H_REDELIVERED
+from warren_cron.worker.attempt import Outcome, Result, run_attempt
+from warren_cron.worker.cancels import Cancels
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.crashloop import Mark
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.flow import Flow
+from warren_cron.worker.gate import Gate
+from warren_cron.worker.limits import body_too_large
+from warren_cron.worker.metrics import WorkerMetrics
+from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.registry import Registry
+from warren_cron.worker.report import Reporter
+from warren_cron.worker.settings import WorkerSettings
+
+
+class Pipeline:
+    """What every attempt passes through; ``registry`` is set once the worker connected."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        metrics: WorkerMetrics,
+        report: Reporter,
+        flow: Flow | None,
+        cancels: Cancels,
+    ) -> None:
+        self.settings = settings
+        self.registry = Registry()
+        self.gate = Gate(settings)
+        self._metrics, self._report = metrics, report
+        self._flow, self._cancels = flow, cancels
+
+    async def run(
+        self, message: Delivery, attempt: int, mark: Mark
+    ) -> tuple[Envelope | None, Result]:
+        """The attempt of ``message``: its envelope (None if unreadable) and its result."""
+        refused = body_too_large(message.body, self.settings.max_body_bytes) or mark.looping
+        if refused is not None:
+            return None, refused
+        return await self._attempt(message, attempt)
+
+    async def _attempt(self, message: Delivery, attempt: int) -> tuple[Envelope | None, Result]:
+        try:
+            envelope = decode(message)
+        except MessageDecodeError as error:
+            return None, Result(Outcome.TERMINAL, "decode-error", str(error))
+        # An adopted copy of a redelivered message counts as redelivered on its first attempt.
+        again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
+        ctx = self._context(envelope, attempt, again)
+        # A cancelled run is not started; a cancel that comes while it runs stops it.
+        if not self._cancels.live:  # what was stored while it was away is read first
+            await self._cancels.current()
+        scope = self._cancels.scope(envelope)
+        if scope.stopped is not None:
+            return envelope, scope.result()
+        async with scope:
+            return envelope, await self._admitted(message, envelope, attempt, ctx)
+        return envelope, scope.result()  # reached only when the scope took the cancel
+
+    async def _admitted(
+        self, message: Delivery, envelope: Envelope, attempt: int, ctx: TaskContext
+    ) -> Result:
+        rates = self.gate.rates(envelope)
+        if rates and (waits := await self.gate.admit(rates, envelope)) is not None:
+            return waits
+        flow = self._flow
+        if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
+            return deferred
+        self._metrics.started(envelope.scheduled_for, attempt)
+        self._report.started(message, envelope, attempt)
+        # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
+        # in a slot (worker/slots.py).
+        limit = self.settings.result_max_bytes
+        run = partial(run_attempt, self.registry, envelope, ctx, limit)
+        limited = self.gate.limited(envelope, run)
+        result = await run_guarded(self.settings, envelope, ctx, limited)
+        if flow is not None:
+            flow.ended(envelope, result)
+        return result
+
+    def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
+        return TaskContext(
+            run_id=envelope.run_id,
+            task=envelope.task,
+            schedule=envelope.schedule,
+            scheduled_for=envelope.scheduled_for,
+            attempt=attempt,
+            redelivered=redelivered,
+            timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
+        )
