@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import aio_pika
 import pytest
-from aiormq.exceptions import ChannelPreconditionFailed
+from aio_pika.abc import AbstractChannel
+from aiormq.exceptions import ChannelPreconditionFailed, ConnectionInternalError
 
 import warren_cron.history.publisher as publisher_module
+import warren_cron.history.reader as reader_module
 from tests.namespace import TestBroker
+from warren_cron.broker.connect import connect
 from warren_cron.clock import utcnow
 from warren_cron.history.events import decode, encode, event
 from warren_cron.history.losses import Losses
 from warren_cron.history.publisher import HistoryPublisher
-from warren_cron.history.reader import read_stream
+from warren_cron.history.reader import End, read_stream
 from warren_cron.history.stream import SEGMENT_BYTES, declare_history
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
+from warren_cron.testing.private_broker import PrivateBroker
 
 
 def test_a_full_buffer_drops_and_counts_instead_of_growing(
@@ -128,3 +134,47 @@ async def test_the_history_stream_is_declared_with_the_retention_of_the_settings
     for key, other in others.items():
         refused = await refusal(broker, stream, {**held, key: other})
         assert refused is not None and f"inequivalent arg '{key}'" in refused, (key, refused)
+
+
+
+def connection_pid(node: PrivateBroker, name: str) -> str:
+    """The broker's pid of the connection named ``name``."""
+    listing = node.ctl("list_connections", "pid", "client_properties", "--no-table-headers")
+    [line] = [line for line in listing.splitlines() if name in line]
+    return line.split()[0]
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("node", ["private"])
+async def test_a_read_whose_connection_drops_as_it_opens_tries_again(
+    broker: TestBroker, private_broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker closing a read's connection as the read opens (RabbitMQ 3.10 does, for a
+    consumer that comes too soon after the stream's declaration) costs a new try once the
+    connection is back, not the read."""
+    history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
+    await history.start(broker.connection)
+    for n in range(3):
+        history.emit(event("attempt", run_id=f"r{n}", attempt=1, outcome="succeeded"))
+    await history.close()
+    name = f"reader-{uuid.uuid4().hex}"
+    connection = await connect(broker.settings(), name, log_outages=False)
+    down = asyncio.Event()
+    connection.close_callbacks.add(lambda *_: down.set())
+    opened = reader_module.last_offset
+
+    async def dropped_first(channel: AbstractChannel, stream: str) -> End | None:
+        if not down.is_set():
+            pid = await asyncio.to_thread(connection_pid, private_broker, name)
+            await asyncio.to_thread(private_broker.ctl, "close_connection", pid, "test")
+            await asyncio.wait_for(down.wait(), 10)
+            # What the consume in flight when the broker closed the connection raised.
+            raise ConnectionInternalError("INTERNAL_ERROR")
+        return await opened(channel, stream)
+
+    monkeypatch.setattr(reader_module, "last_offset", dropped_first)
+    try:
+        events = [e async for e in read_stream(connection, broker.names.history_stream)]
+    finally:
+        await connection.close()
+    assert down.is_set() and [e.run_id for e in events] == ["r0", "r1", "r2"]

@@ -22,6 +22,7 @@ from datetime import datetime
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren_cron.broker.connect import open_channel
+from warren_cron.errors import BROKER_TROUBLE, CONNECTION_ERRORS
 from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
@@ -36,6 +37,10 @@ PROBE_SECONDS = 2.0
 #: No delivery for this long while short of the known end: the broker is stuck; give up there.
 STALL_SECONDS = 15.0
 _ACK_EVERY = 500
+#: Tries to open a read whose connection the broker drops before the first message.
+OPEN_TRIES = 3
+#: How long a read waits for its dropped connection to be back before a new try.
+REOPEN_SECONDS = 10.0
 #: True for the body of the first message a read should not go past.
 Until = Callable[[bytes], bool]
 
@@ -97,9 +102,8 @@ async def read_messages(
 ) -> AsyncGenerator[tuple[int, bytes], None]:
     """The offset and body of every message from ``start`` to the stream's end, or to the
     first that ``until`` accepts (left out)."""
-    channel = await open_channel(connection)
+    channel, inbox = await _opened(connection, stream, start, until is not None)
     try:
-        inbox = await _consume(channel, stream, start, until is not None)
         if inbox is None:
             return
         async with contextlib.aclosing(inbox) as messages:
@@ -109,6 +113,30 @@ async def read_messages(
                 yield stream_offset(message), message.body
     finally:
         await channel.close()
+
+
+async def _opened(
+    connection: AbstractConnection, stream: str, start: Start, stopping: bool
+) -> tuple[AbstractChannel, AsyncGenerator[AbstractIncomingMessage, None] | None]:
+    """A channel and the stream's messages on it, tried again while the connection comes back
+    from a drop before the first message.
+
+    RabbitMQ 3.10 closes the whole connection (INTERNAL_ERROR) when a consumer arrives at a
+    stream whose member has not started yet, as happens just after the stream is declared:
+    nothing was read, so a new try loses nothing."""
+    for tries_left in reversed(range(OPEN_TRIES)):
+        channel: AbstractChannel | None = None
+        try:
+            channel = await open_channel(connection)
+            return channel, await _consume(channel, stream, start, stopping)
+        except CONNECTION_ERRORS:
+            if channel is not None:
+                with contextlib.suppress(*BROKER_TROUBLE):
+                    await channel.close()
+            if not tries_left:
+                raise
+            await asyncio.wait_for(connection.ready(), REOPEN_SECONDS)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 async def _consume(
