@@ -66,6 +66,18 @@ def sweep_leftovers() -> Iterator[None]:
             asyncio.run(delete_all(url, queues, exchanges))
 
 
+#: Fixtures that reach a real broker: a test that uses one is a broker test, marked or not.
+BROKER_FIXTURES = frozenset({"amqp_url", "broker", "client", "private_broker", "private_node"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``broker`` every test that uses a broker fixture: runs that only repeat the broker
+    tests on another release (CI's 4.3 lane) select them by that mark."""
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.broker)
+
+
 Node = Literal["shared", "private"]
 
 

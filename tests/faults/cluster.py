@@ -149,6 +149,13 @@ async def new_leader(old: Proc, standby: Proc, timeout: float = 60) -> Proc:
     return leads()  # type: ignore[return-value]
 
 
+async def stop_schedulers(*schedulers: Proc) -> None:
+    """Stop every scheduler cleanly before the fires are judged: a fire published after the
+    judged range would count as unexpected."""
+    codes = await asyncio.gather(*(proc.terminate() for proc in schedulers))
+    assert codes == [0] * len(schedulers), f"exit codes {codes}:\n{both_logs(*schedulers)}"
+
+
 def event_times(proc: Proc, event: str) -> list[str]:
     """The timestamps (ISO, UTC, one clock: the same host) of ``proc``'s log lines ``event``."""
     times = []

@@ -25,6 +25,7 @@ from tests.faults.cluster import (
     new_leader,
     nothing_lost,
     stepped_down_first,
+    stop_schedulers,
     workers_on,
 )
 from tests.faults.harness import ClusterScenario
@@ -119,6 +120,7 @@ async def test_a_leading_scheduler_cut_off_with_its_node_fires_nothing_twice(
         await more_fires(scenario, 5, timeout=TERM_START_SECONDS)
     await eventually(scenario.node.whole, 120, interval=2)
     await more_fires(scenario)
+    await stop_schedulers(leader, standby)
     report, times = await fires_report(scenario)
     assert (report.lost, report.unexpected) == ([], []), report.table()
     # As for any takeover: at most the one fire confirmed before the old leader's watermark.
