@@ -23,6 +23,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.batch import Sent, publish_batch
+from warren_cron.broker.connect import publish_channel
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.codec import Outgoing, fire_body, fire_outgoing
 from warren_cron.declare import PlanDeclarer, QueueSettings, declare_topology
@@ -92,7 +93,7 @@ class FirePublisher:
 
     async def open(self) -> AbstractChannel:
         """Open a confirming channel and declare the topology; returns the channel."""
-        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+        channel = await publish_channel(self._connection)
         await declare_topology(channel, self._names, self._settings)
         self._plans = PlanDeclarer(channel, self._names, self._settings.queue_type)
         self.channel = channel

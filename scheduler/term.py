@@ -23,6 +23,7 @@ from typing import Protocol
 import structlog
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.broker.connect import is_gone
 from warren_cron.clock import utc_text
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.publisher import HistoryPublisher
@@ -86,6 +87,10 @@ async def lead(owner: Leads, connection: AbstractConnection, lock: LeaderLock) -
             await closed_quietly(part.close())
     if loop.cancelled():
         raise LeadershipLost("the leader's connection closed or its lease ran out")
+    if (error := loop.exception()) is not None and is_gone(connection):
+        # A publish in flight when the connection dies fails with whatever aiormq hands it
+        # (a RuntimeError, even a bare Exception): the connection says what happened.
+        raise LeadershipLost(f"the leader's connection closed ({error!r})") from error
     loop.result()
 
 

@@ -17,6 +17,7 @@ import warren_cron.broker.batch
 import warren_cron.scheduler.leader
 import warren_cron.scheduler.publisher
 import warren_cron.scheduler.service
+import warren_cron.scheduler.watermark
 from tests.namespace import TestBroker
 from tests.scheduling import (
     Schedulers,
@@ -195,3 +196,48 @@ async def test_a_leader_that_loses_its_connection_stops_and_runs_again(
     # A loss between a fire's confirm and its watermark repeats that one fire (at least once,
     # never lost); its run id lets handlers drop the repeat.
     assert len(times) - len(set(times)) <= 1
+
+
+@pytest.mark.parametrize("step", ["watermark", "publish"])
+async def test_a_connection_closing_under_a_leaders_write_ends_the_term_not_the_scheduler(
+    broker: TestBroker,
+    schedulers: Schedulers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+) -> None:
+    """The connection closing while the leader writes its watermark or opens a channel to
+    publish, the write failing with what aiormq raised then (a bare ``Exception``, a
+    ``RuntimeError``), ends that term; the scheduler leads again on a new connection instead
+    of exiting."""
+    connections: list[AbstractConnection] = []
+    opened = warren_cron.scheduler.leader.open_connection
+
+    async def recorded(*args: Any) -> AbstractConnection:
+        connections.append(await opened(*args))
+        return connections[-1]
+
+    monkeypatch.setattr(warren_cron.scheduler.service, "open_connection", recorded)
+    owner, name = {
+        "watermark": (warren_cron.scheduler.watermark.Watermark, "write"),
+        "publish": (warren_cron.scheduler.publisher.FirePublisher, "open"),
+    }[step]
+    original = getattr(owner, name)
+
+    closes: list[asyncio.Task[None]] = []
+
+    async def closing_under(self: Any, *args: Any) -> Any:
+        if len(connections) > 1:
+            return await original(self, *args)
+        closes.append(asyncio.create_task(connections[0].close()))
+        await asyncio.sleep(0)  # the close begins; the write fails before it ends
+        # What aiormq raised when the broker closed the connection under it (4.3, loaded).
+        raise Exception() if step == "watermark" else RuntimeError("connection closed")
+
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s", catch_up='"all"'))
+    monkeypatch.setattr(owner, name, closing_under)
+    instance = await schedulers.start(path)
+    await eventually(lambda: len(connections) == 2 and instance.leading.is_set(), timeout=30)
+    task = schedulers.tasks[id(instance)][1]
+    assert not task.done(), task

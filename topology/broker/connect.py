@@ -129,3 +129,15 @@ async def open_channel(connection: AbstractConnection, **options: bool) -> Abstr
         # trouble, not every RuntimeError.
         raise BrokerUnavailable(f"the broker connection is down ({error}); try again") from None
     return channel
+
+
+def is_gone(connection: AbstractConnection) -> bool:
+    """True once ``connection`` is closed or closing, whoever closed it: aiormq can fail a
+    call with a plain ``RuntimeError`` or ``Exception`` before aio-pika marks it closed."""
+    transport = connection.transport
+    return (
+        connection.is_closed
+        or connection.close_called
+        or transport is None
+        or transport.connection.is_closed
+    )
