@@ -175,7 +175,7 @@ async def test_a_worker_setting_names_a_schedule_and_wins_over_its_messages(
     pairs = [
         (
             envelope("busy", {"seconds": 0.3, "customer": "s"}, schedule="s", limits=loose),
-            envelope("busy", {"seconds": 0.6, "customer": "t"}, schedule="t"),
+            envelope("busy", {"seconds": 2.5, "customer": "t"}, schedule="t"),
         )
         for _ in range(3)
     ]

@@ -58,6 +58,10 @@ class Install:
         """``program`` run from this install (in its chroot, if any)."""
         return [*(["chroot", str(self.root)] if self.root else []), program, *args]
 
+    def outside(self, inner: str) -> Path:
+        """The host's path of ``inner``, a path as a node of this install sees it."""
+        return Path(f"{self.root}{inner}") if self.root else Path(inner)
+
     def place(self, base: Path) -> tuple[Path, str]:
         """Where a node with data dir ``base`` keeps its files: on this host, and as it sees it."""
         if self.root is None:

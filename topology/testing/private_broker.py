@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from warren_cron.testing.erlcall import DEPTHS, depths, erl_call
 from warren_cron.testing.install import CTL, SERVER, BrokerNodeError, Install, release
 from warren_cron.testing.login import logs_in
 from warren_cron.testing.waits import NeverHappened, until
@@ -51,6 +52,10 @@ class BrokerNode(Protocol):
 
     def sync_metadata(self) -> None:
         """Make every declaration so far survive a ``kill -9``."""
+        ...
+
+    def depths(self) -> dict[str, int]:
+        """Messages (ready and unacked) of every queue, by name."""
         ...
 
     def victim(self, rng: random.Random) -> PrivateBroker:
@@ -212,7 +217,7 @@ class PrivateBroker:
         self.consumer_timeout_ms = ms
         self._write_config()
         if self.is_running():
-            self.ctl("eval", f"application:set_env(rabbit, consumer_timeout, {ms}).")
+            self.call(f"application:set_env(rabbit, consumer_timeout, {ms}).")
 
     def victim(self, _rng: random.Random) -> PrivateBroker:
         """A lone node is the one a broker fault breaks."""
@@ -226,7 +231,11 @@ class PrivateBroker:
         per-server term and vote) are saved every 0.5-5 s: a quorum queue declared since then
         comes back from a kill -9 without a leader, and whatever is routed to it waits forever.
         """
-        self.ctl("eval", "mnesia:sync_log(), [dets:sync(T) || T <- dets:all()].")
+        self.call("mnesia:sync_log(), [dets:sync(T) || T <- dets:all()].")
+
+    def depths(self) -> dict[str, int]:
+        """Messages (ready and unacked) of every queue, by name."""
+        return depths(self.call(DEPTHS))
 
     def freeze(self) -> None:
         """``kill -STOP`` the VM: the node stops answering, even heartbeats."""
@@ -249,6 +258,11 @@ class PrivateBroker:
         if result.returncode != 0:
             raise BrokerNodeError(f"rabbitmqctl {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
+
+    def call(self, expression: str, timeout: float = 60) -> str:
+        """Evaluate an Erlang ``expression`` on this node (``erl_call``: no VM of its own)."""
+        cookie = self.install.outside(self.home) / ".erlang.cookie"
+        return erl_call(self.install, self.node, cookie, expression, timeout)
 
     def beam_pid(self) -> int | None:
         """OS pid of the node's Erlang VM, if it runs."""
@@ -294,7 +308,8 @@ class PrivateBroker:
             return False
         # The port opens before the node's boot ends: ask the node itself.
         try:
-            self.ctl("await_startup", "--timeout", "5", timeout=60)
+            if self.call("rabbit:await_startup(node(), false, 5000).", timeout=60) != "ok":
+                return False
         except (BrokerNodeError, subprocess.TimeoutExpired):
             return False
         # A login says the default vhost runs without another Erlang VM for rabbitmqctl; only
@@ -311,7 +326,7 @@ class PrivateBroker:
         store's recovery can take long, or fail and leave the vhost down for good, every
         login refused (``Connection.Close`` at open): one still down ``VHOST_PATIENCE``
         seconds after it was first seen down is restarted, as an operator would."""
-        alive = self.ctl("eval", 'rabbit_vhost_sup_sup:is_vhost_alive(<<"/">>).', timeout=15)
+        alive = self.call('rabbit_vhost_sup_sup:is_vhost_alive(<<"/">>).', timeout=15)
         if alive.strip().endswith("true"):
             self._vhost_down_since = None
             return True

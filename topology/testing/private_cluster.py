@@ -12,13 +12,16 @@ from __future__ import annotations
 import random
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from warren_cron.testing.install import BrokerNodeError, Install, release
 from warren_cron.testing.private_broker import PrivateBroker
+
+T = TypeVar("T")
 
 
 class PrivateCluster:
@@ -59,10 +62,18 @@ class PrivateCluster:
 
     def ctl(self, *args: str, timeout: float = 60) -> str:
         """``rabbitmqctl`` on the first node that answers it."""
+        return self._first_answer(lambda node: node.ctl(*args, timeout=timeout))
+
+    def depths(self) -> dict[str, int]:
+        """Messages (ready and unacked) of every queue, by name, from the first node that
+        answers."""
+        return self._first_answer(PrivateBroker.depths)
+
+    def _first_answer(self, ask: Callable[[PrivateBroker], T]) -> T:
         error: BrokerNodeError | None = None
         for node in self.running():
             try:
-                return node.ctl(*args, timeout=timeout)
+                return ask(node)
             except BrokerNodeError as failed:
                 error = failed
         raise error or BrokerNodeError("no node of the cluster runs")

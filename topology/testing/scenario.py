@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import aio_pika
-import orjson
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from warren_cron.broker.connect import connect
@@ -203,16 +202,14 @@ class Scenario:
     async def in_flight(self) -> dict[str, int] | None:
         """Messages (ready or unacked) in the main and retry queues; None if the node is down."""
         try:
-            out = await asyncio.to_thread(
-                self.node.ctl, "list_queues", "name", "messages", "--formatter", "json"
-            )
+            held = await asyncio.to_thread(self.node.depths)
         except BrokerNodeError:
             return None
         prefix, retry = self.names.main_queue, self.names.retry_prefix
         return {
-            row["name"]: row["messages"]
-            for row in orjson.loads(out)
-            if (row["name"] == prefix or row["name"].startswith(retry)) and row["messages"]
+            name: count
+            for name, count in held.items()
+            if (name == prefix or name.startswith(retry)) and count
         }
 
     async def wait_quiet(self, timeout: float = 60, patience: float = 15) -> Report:
@@ -227,8 +224,8 @@ class Scenario:
                 while not quiet.over(report):
                     await asyncio.sleep(POLL_SECONDS)
                     report = await self.collect_report()
-                    # Asking the broker starts an Erlang VM (rabbitmqctl, a second of CPU):
-                    # it is asked only once the ledger stopped moving.
+                    # The broker is asked only once the ledger stopped moving: its queues
+                    # are the slower reading.
                     if quiet.moved((self.ledger.count_attempts(), report.counts())):
                         continue
                     quiet.read(await self.in_flight())
