@@ -17,7 +17,8 @@ import pytest
 from warren_cron.cli.broker_host import listening
 from warren_cron.testing.private_broker import free_port
 
-pytestmark = pytest.mark.broker
+# Not marked ``broker``: it needs the machine's rabbitmq-server, not a running broker, and
+# starts the same node whatever release the run's other tests use.
 ROOT = Path(__file__).resolve().parent.parent
 #: Long enough for the ``broken`` schedule (every 15 s) to fail for good before the end.
 SECONDS = "20"

@@ -9,15 +9,17 @@ from typing import Any
 
 import aio_pika
 import pytest
-from aio_pika.abc import AbstractChannel
+from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import ChannelPreconditionFailed, ConnectionInternalError
 
+import warren_cron.history.follow as follow_module
 import warren_cron.history.publisher as publisher_module
 import warren_cron.history.reader as reader_module
 from tests.namespace import TestBroker
 from warren_cron.broker.connect import connect
 from warren_cron.clock import utcnow
-from warren_cron.history.events import decode, encode, event
+from warren_cron.history.events import Event, decode, encode, event
+from warren_cron.history.follow import StreamFollower
 from warren_cron.history.losses import Losses
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.history.reader import End, read_stream
@@ -25,6 +27,7 @@ from warren_cron.history.stream import SEGMENT_BYTES, declare_history
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.waits import eventually
 
 
 def test_a_full_buffer_drops_and_counts_instead_of_growing(
@@ -144,14 +147,28 @@ def connection_pid(node: PrivateBroker, name: str) -> str:
     return line.split()[0]
 
 
+async def read_through(connection: AbstractConnection, stream: str, way: str) -> list[Event]:
+    """Every event of ``stream``, by a one-off read or a live follower caught up."""
+    if way == "read":
+        return [e async for e in read_stream(connection, stream)]
+    seen: list[Event] = []
+    follower = StreamFollower(stream, lambda events, _offset: seen.extend(events))
+    await follower.start(connection)
+    await eventually(lambda: follower.caught_up, 10, what="caught up")
+    await follower.stop()
+    return seen
+
+
 @pytest.mark.broker
 @pytest.mark.parametrize("node", ["private"])
+@pytest.mark.parametrize("way", ["read", "follow"])
 async def test_a_read_whose_connection_drops_as_it_opens_tries_again(
-    broker: TestBroker, private_broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch
+    broker: TestBroker, private_broker: PrivateBroker, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
-    """The broker closing a read's connection as the read opens (RabbitMQ 3.10 does, for a
-    consumer that comes too soon after the stream's declaration) costs a new try once the
-    connection is back, not the read."""
+    """The broker closing a read's or a follower's connection as it opens (RabbitMQ does, for
+    a consumer that comes before the stream's member has started: just after its
+    declaration on 3.10, after a restart on 4.3) costs a new try once the connection is
+    back, not the read."""
     history = HistoryPublisher(broker.names, CronSettings(), "test", metrics=False)
     await history.start(broker.connection)
     for n in range(3):
@@ -173,8 +190,9 @@ async def test_a_read_whose_connection_drops_as_it_opens_tries_again(
         return await opened(channel, stream)
 
     monkeypatch.setattr(reader_module, "last_offset", dropped_first)
+    monkeypatch.setattr(follow_module, "last_offset", dropped_first)
     try:
-        events = [e async for e in read_stream(connection, broker.names.history_stream)]
+        events = await read_through(connection, broker.names.history_stream, way)
     finally:
         await connection.close()
     assert down.is_set() and [e.run_id for e in events] == ["r0", "r1", "r2"]

@@ -20,10 +20,9 @@ from aio_pika.abc import (
     ConsumerTag,
 )
 
-from warren_cron.broker.connect import open_channel
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
-from warren_cron.history.reader import last_offset, stream_offset
+from warren_cron.history.reader import consuming, last_offset, stream_offset
 
 #: Messages held at once: a message holds up to 500 events, and a follower catching up on a
 #: day of them should not hold hundreds of megabytes.
@@ -56,15 +55,9 @@ class StreamFollower:
         return self.end_at_start is None or self.offset >= self.end_at_start
 
     async def start(self, connection: AbstractConnection) -> None:
-        """Start consuming; the stream must exist."""
-        channel = await open_channel(connection)
-        try:
-            await self._consume(channel)
-        except BaseException:
-            # A stream that cannot be read yet: a caller trying again leaks no channel.
-            with contextlib.suppress(Exception):
-                await channel.close()
-            raise
+        """Start consuming; the stream must exist. A stream that cannot be read yet leaves
+        no channel behind for a caller trying again."""
+        await consuming(connection, self._consume)
 
     async def _consume(self, channel: AbstractChannel) -> None:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractRobustConnection,
+)
 
 from warren_cron.broker.connect import open_channel
-from warren_cron.errors import BROKER_TROUBLE, CONNECTION_ERRORS
+from warren_cron.errors import CONNECTION_ERRORS
 from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
@@ -43,6 +49,7 @@ OPEN_TRIES = 3
 REOPEN_SECONDS = 10.0
 #: True for the body of the first message a read should not go past.
 Until = Callable[[bytes], bool]
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,24 +125,32 @@ async def read_messages(
 async def _opened(
     connection: AbstractConnection, stream: str, start: Start, stopping: bool
 ) -> tuple[AbstractChannel, AsyncGenerator[AbstractIncomingMessage, None] | None]:
-    """A channel and the stream's messages on it, tried again while the connection comes back
-    from a drop before the first message.
+    """A channel and the stream's messages on it (see ``consuming``)."""
+    return await consuming(connection, lambda channel: _consume(channel, stream, start, stopping))
 
-    RabbitMQ 3.10 closes the whole connection (INTERNAL_ERROR) when a consumer arrives at a
-    stream whose member has not started yet, as happens just after the stream is declared:
-    nothing was read, so a new try loses nothing."""
+
+async def consuming(
+    connection: AbstractConnection, begin: Callable[[AbstractChannel], Awaitable[R]]
+) -> tuple[AbstractChannel, R]:
+    """A new channel and what ``begin`` made of it, tried again while the connection comes
+    back from a drop; the channel is closed when ``begin`` fails for good.
+
+    RabbitMQ closes the whole connection (INTERNAL_ERROR) when a consumer arrives at a
+    stream whose member has not started yet, as happens just after the stream is declared
+    (3.10) or the node restarted (4.3): nothing was read, so a new try loses nothing."""
     for tries_left in reversed(range(OPEN_TRIES)):
         channel: AbstractChannel | None = None
         try:
             channel = await open_channel(connection)
-            return channel, await _consume(channel, stream, start, stopping)
-        except CONNECTION_ERRORS:
+            return channel, await begin(channel)
+        except BaseException as error:
             if channel is not None:
-                with contextlib.suppress(*BROKER_TROUBLE):
+                with contextlib.suppress(Exception):
                     await channel.close()
-            if not tries_left:
+            robust = isinstance(connection, AbstractRobustConnection)
+            if not tries_left or not robust or not isinstance(error, CONNECTION_ERRORS):
                 raise
-            await asyncio.wait_for(connection.ready(), REOPEN_SECONDS)
+        await asyncio.wait_for(connection.ready(), REOPEN_SECONDS)
     raise AssertionError("unreachable: the last try returns or raises")
 
 

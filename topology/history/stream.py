@@ -7,12 +7,14 @@ logged once; each declaration runs on a channel of its own, which the refusal cl
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, Protocol
 
 import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from aiormq.exceptions import ChannelPreconditionFailed
+from aiormq.exceptions import ChannelNotFoundEntity, ChannelPreconditionFailed
 
 from warren_cron.broker.connect import open_channel
 from warren_cron.names import Names
@@ -24,6 +26,11 @@ SEGMENT_BYTES = 50_000_000
 CONTROL_MAX_BYTES = 100_000_000
 #: A message of no events: what ``open_stream`` puts in an empty stream.
 NO_EVENTS = b"[]"
+#: How long a declare waits for a stream back from a broker restart to start on its node.
+RECOVERY_SECONDS = 30.0
+RECOVERY_POLL_SECONDS = 0.5
+#: What RabbitMQ says of a durable queue or stream whose member has not started (yet).
+RECOVERING = "is down or inaccessible"
 
 
 class HistorySettings(Protocol):
@@ -51,7 +58,22 @@ def stream_arguments(max_bytes: int, max_age_seconds: int | None = None) -> dict
 
 
 async def declare_stream(connection: AbstractConnection, name: str, args: dict[str, Any]) -> bool:
-    """Declare a stream; False (and a warning) when it exists with other arguments."""
+    """Declare a stream; False (and a warning) when it exists with other arguments.
+
+    Just after a broker restart a stream can exist while its member has not started: the
+    declare is refused as NOT_FOUND ("home node ... is down or inaccessible") for some
+    seconds, and a service started with the broker waits through them instead of exiting."""
+    give_up = time.monotonic() + RECOVERY_SECONDS
+    while True:
+        try:
+            return await _declare_once(connection, name, args)
+        except ChannelNotFoundEntity as error:
+            if RECOVERING not in str(error) or time.monotonic() > give_up:
+                raise
+        await asyncio.sleep(RECOVERY_POLL_SECONDS)
+
+
+async def _declare_once(connection: AbstractConnection, name: str, args: dict[str, Any]) -> bool:
     channel = await open_channel(connection)
     try:
         await channel.declare_queue(name, durable=True, arguments=args)
