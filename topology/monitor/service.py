@@ -130,7 +130,9 @@ class Monitor:
             threshold=settings.failed_alert_threshold,
         )
         await self._stop.wait()
-        await topology.monitor.cancel(tag)
+        # A channel the broker closed, not yet reopened, took the consumer with it.
+        with contextlib.suppress(*BROKER_TROUBLE):
+            await topology.monitor.cancel(tag)
         await self._finish(background)
 
     async def _finish(self, background: list[asyncio.Task[None]]) -> None:
