@@ -82,7 +82,9 @@ async def test_retry_after_3_delays_the_retry_by_3_seconds(
         await publish(broker, env, plan(60_000, 60_000))
         await eventually(lambda: len(endpoint.requests) >= 2, timeout=15)
     waited = endpoint.times[1] - endpoint.times[0]
-    assert 2.9 <= waited < 5.5
+    # Far below the plan's 60 s: on a loaded machine the hops through the delay levels add
+    # seconds (5.5 s seen in CI).
+    assert 2.9 <= waited < 10
     assert [h["X-Cron-Attempt"] for _, h, _ in endpoint.requests] == ["1", "2"]
     assert await broker.depth(broker.names.failed_queue) == 0
 
