@@ -65,9 +65,13 @@ class PrivateCluster:
         return self._first_answer(lambda node: node.ctl(*args, timeout=timeout))
 
     def depths(self) -> dict[str, int]:
-        """Messages (ready and unacked) of every queue, by name, from the first node that
-        answers."""
-        return self._first_answer(PrivateBroker.depths)
+        """Messages (ready and unacked) of every queue, by name, as ``rabbitmqctl`` lists them.
+
+        Not through one node's ``erl_call``: a quorum queue's length is known on its leader's
+        node, and another node answers 0 for it."""
+        out = self.ctl("list_queues", "name", "messages", "--formatter", "json")
+        rows: list[dict[str, Any]] = orjson.loads(out)
+        return {row["name"]: row["messages"] for row in rows if isinstance(row["messages"], int)}
 
     def _first_answer(self, ask: Callable[[PrivateBroker], T]) -> T:
         error: BrokerNodeError | None = None
