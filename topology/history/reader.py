@@ -109,7 +109,10 @@ async def read_messages(
 ) -> AsyncGenerator[tuple[int, bytes], None]:
     """The offset and body of every message from ``start`` to the stream's end, or to the
     first that ``until`` accepts (left out)."""
-    channel, inbox = await _opened(connection, stream, start, until is not None)
+    stopping = until is not None
+    channel, inbox = await consuming(
+        connection, lambda channel: _consume(channel, stream, start, stopping)
+    )
     try:
         if inbox is None:
             return
@@ -120,13 +123,6 @@ async def read_messages(
                 yield stream_offset(message), message.body
     finally:
         await channel.close()
-
-
-async def _opened(
-    connection: AbstractConnection, stream: str, start: Start, stopping: bool
-) -> tuple[AbstractChannel, AsyncGenerator[AbstractIncomingMessage, None] | None]:
-    """A channel and the stream's messages on it (see ``consuming``)."""
-    return await consuming(connection, lambda channel: _consume(channel, stream, start, stopping))
 
 
 async def consuming(

@@ -12,16 +12,13 @@ from __future__ import annotations
 import random
 import secrets
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
 from warren_cron.testing.install import BrokerNodeError, Install, release
 from warren_cron.testing.private_broker import PrivateBroker
-
-T = TypeVar("T")
 
 
 class PrivateCluster:
@@ -62,7 +59,13 @@ class PrivateCluster:
 
     def ctl(self, *args: str, timeout: float = 60) -> str:
         """``rabbitmqctl`` on the first node that answers it."""
-        return self._first_answer(lambda node: node.ctl(*args, timeout=timeout))
+        error: BrokerNodeError | None = None
+        for node in self.running():
+            try:
+                return node.ctl(*args, timeout=timeout)
+            except BrokerNodeError as failed:
+                error = failed
+        raise error or BrokerNodeError("no node of the cluster runs")
 
     def depths(self) -> dict[str, int]:
         """Messages (ready and unacked) of every queue, by name, as ``rabbitmqctl`` lists them.
@@ -72,15 +75,6 @@ class PrivateCluster:
         out = self.ctl("list_queues", "name", "messages", "--formatter", "json")
         rows: list[dict[str, Any]] = orjson.loads(out)
         return {row["name"]: row["messages"] for row in rows if isinstance(row["messages"], int)}
-
-    def _first_answer(self, ask: Callable[[PrivateBroker], T]) -> T:
-        error: BrokerNodeError | None = None
-        for node in self.running():
-            try:
-                return ask(node)
-            except BrokerNodeError as failed:
-                error = failed
-        raise error or BrokerNodeError("no node of the cluster runs")
 
     def sync_metadata(self) -> None:
         """Flush the metadata log of every running node."""
