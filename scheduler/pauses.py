@@ -24,7 +24,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMe
 
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode, encode
-from warren_cron.history.reader import stream_offset
+from warren_cron.history.reader import consuming, stream_offset
 from warren_cron.history.stream import declare_control
 from warren_cron.names import Names
 from warren_cron.scheduler.firing import Batch, Skipped, due_fires, keep
@@ -65,15 +65,18 @@ class PauseBook:
         held is applied."""
         self._connection = connection
         await declare_control(connection, self._names)
-        channel = await connection.channel()
-        await channel.set_qos(prefetch_count=PREFETCH)
-        queue = await channel.get_queue(self._names.control_stream, ensure=False)
-        await queue.consume(self._on_message, arguments={"x-stream-offset": "first"})
+        channel, _ = await consuming(connection, self._follow)
         channel.close_callbacks.add(self._on_close)
         self._channel = channel
         await self._read_to_end(channel)
         if self.paused:
             log.info("paused schedules", schedules=sorted(self.paused))
+
+    async def _follow(self, channel: AbstractChannel) -> None:
+        """Consume the control stream from its first command."""
+        await channel.set_qos(prefetch_count=PREFETCH)
+        queue = await channel.get_queue(self._names.control_stream, ensure=False)
+        await queue.consume(self._on_message, arguments={"x-stream-offset": "first"})
 
     async def _read_to_end(self, channel: AbstractChannel) -> None:
         marker = aio_pika.Message(encode([]), message_id=self._marker)

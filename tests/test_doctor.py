@@ -222,7 +222,8 @@ async def test_the_delayed_message_plugin_is_found(
     broker: TestBroker, private_broker: PrivateBroker, through_api: bool
 ) -> None:
     """Its exchange type known to the broker: over AMQP (a probe exchange, removed) and through
-    the API; a problem on Khepri (4.3), a warning on Mnesia; nothing is left behind."""
+    the API; a problem on Khepri (4.3), a warning on Mnesia; nothing is left behind, and the
+    type unknown again (a plugin disabled on the running node) is no longer found."""
     await broker.declare()
     options = api(private_broker) if through_api else ()
     _, before = doctor(broker, *options)
@@ -231,7 +232,9 @@ async def test_the_delayed_message_plugin_is_found(
         _, report = doctor(broker, *options)
     finally:
         private_broker.ctl("eval", UNDELAYED)
+    _, after = doctor(broker, *options)
     assert found(before, "delayed-plugin")[0]["level"] == "ok"
+    assert found(after, "delayed-plugin")[0]["level"] == "ok"
     (plugin,) = found(report, "delayed-plugin")
     assert plugin["level"] == ("problem" if ON_43 else "warning")
     assert "rabbitmq-plugins disable" in plugin["action"]

@@ -44,7 +44,6 @@ class Parts:
         await self.acks.flush()
 
 
-
 @pytest.fixture
 async def parts(broker: TestBroker) -> AsyncIterator[Parts]:
     """One task of the final step, delivered and not settled; a publishing channel beside."""

@@ -26,6 +26,7 @@ from warren_cron.broker.inspect import counts
 
 #: The exchange type of the (archived) rabbitmq_delayed_message_exchange plugin.
 DELAYED_TYPE = "x-delayed-message"
+_NO_SUCH_TYPE = re.compile(r"(unknown|invalid) exchange type")
 _INEQUIVALENT = re.compile(r"inequivalent arg '([^']+)'.*?: (received .*)$")
 
 
@@ -104,7 +105,9 @@ async def delayed_message_plugin(url: str) -> bool:
 
     Asked on a connection of its own: RabbitMQ 3.x closes the whole connection on an unknown
     type (4.x only the channel). A throwaway auto-delete exchange is made and removed at once;
-    any refusal but "unknown exchange type" means the plugin is there (if misbehaving).
+    any refusal but "unknown exchange type" (never known) or "invalid exchange type" (known
+    once: a plugin disabled on the running node, 4.x) means the plugin is there (if
+    misbehaving).
     """
     with quiet("aiormq", "aio_pika"):
         connection = await aio_pika.connect(url, timeout=10)
@@ -117,7 +120,7 @@ async def delayed_message_plugin(url: str) -> bool:
             )
             await exchange.delete()
         except AMQPError as refused:
-            return "unknown exchange type" not in str(refused)
+            return not _NO_SUCH_TYPE.search(str(refused))
         finally:
             with suppress(Exception):
                 await connection.close()

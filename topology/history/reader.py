@@ -20,15 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from aio_pika.abc import (
-    AbstractChannel,
-    AbstractConnection,
-    AbstractIncomingMessage,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren_cron.broker.connect import open_channel
-from warren_cron.errors import CONNECTION_ERRORS
+from warren_cron.broker.drops import through_drops
+from warren_cron.broker.held import close_quietly
 from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
@@ -43,10 +39,6 @@ PROBE_SECONDS = 2.0
 #: No delivery for this long while short of the known end: the broker is stuck; give up there.
 STALL_SECONDS = 15.0
 _ACK_EVERY = 500
-#: Tries to open a read whose connection the broker drops before the first message.
-OPEN_TRIES = 3
-#: How long a read waits for its dropped connection to be back before a new try.
-REOPEN_SECONDS = 10.0
 #: True for the body of the first message a read should not go past.
 Until = Callable[[bytes], bool]
 R = TypeVar("R")
@@ -129,25 +121,19 @@ async def consuming(
     connection: AbstractConnection, begin: Callable[[AbstractChannel], Awaitable[R]]
 ) -> tuple[AbstractChannel, R]:
     """A new channel and what ``begin`` made of it, tried again while the connection comes
-    back from a drop; the channel is closed when ``begin`` fails for good.
+    back from a drop (a consumer at a stream not started yet drops it: nothing was read, so
+    a new try loses nothing); the channel is closed when ``begin`` fails."""
+    channels: list[AbstractChannel] = []
 
-    RabbitMQ closes the whole connection (INTERNAL_ERROR) when a consumer arrives at a
-    stream whose member has not started yet, as happens just after the stream is declared
-    (3.10) or the node restarted (4.3): nothing was read, so a new try loses nothing."""
-    for tries_left in reversed(range(OPEN_TRIES)):
-        channel: AbstractChannel | None = None
-        try:
-            channel = await open_channel(connection)
-            return channel, await begin(channel)
-        except BaseException as error:
-            if channel is not None:
-                with contextlib.suppress(Exception):
-                    await channel.close()
-            robust = isinstance(connection, AbstractRobustConnection)
-            if not tries_left or not robust or not isinstance(error, CONNECTION_ERRORS):
-                raise
-        await asyncio.wait_for(connection.ready(), REOPEN_SECONDS)
-    raise AssertionError("unreachable: the last try returns or raises")
+    async def once() -> tuple[AbstractChannel, R]:
+        channels.append(await open_channel(connection))
+        return channels[-1], await begin(channels[-1])
+
+    async def close() -> None:
+        while channels:
+            await close_quietly(channels.pop())
+
+    return await through_drops(connection, once, close)
 
 
 async def _consume(

@@ -7,16 +7,15 @@ logged once; each declaration runs on a channel of its own, which the refusal cl
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any, Protocol
 
 import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
-from aiormq.exceptions import ChannelNotFoundEntity, ChannelPreconditionFailed
+from aiormq.exceptions import ChannelPreconditionFailed
 
 from warren_cron.broker.connect import open_channel
+from warren_cron.broker.drops import through_drops
 from warren_cron.names import Names
 
 log = structlog.get_logger("history")
@@ -26,11 +25,6 @@ SEGMENT_BYTES = 50_000_000
 CONTROL_MAX_BYTES = 100_000_000
 #: A message of no events: what ``open_stream`` puts in an empty stream.
 NO_EVENTS = b"[]"
-#: How long a declare waits for a stream back from a broker restart to start on its node.
-RECOVERY_SECONDS = 30.0
-RECOVERY_POLL_SECONDS = 0.5
-#: What RabbitMQ says of a durable queue or stream whose member has not started (yet).
-RECOVERING = "is down or inaccessible"
 
 
 class HistorySettings(Protocol):
@@ -63,14 +57,7 @@ async def declare_stream(connection: AbstractConnection, name: str, args: dict[s
     Just after a broker restart a stream can exist while its member has not started: the
     declare is refused as NOT_FOUND ("home node ... is down or inaccessible") for some
     seconds, and a service started with the broker waits through them instead of exiting."""
-    give_up = time.monotonic() + RECOVERY_SECONDS
-    while True:
-        try:
-            return await _declare_once(connection, name, args)
-        except ChannelNotFoundEntity as error:
-            if RECOVERING not in str(error) or time.monotonic() > give_up:
-                raise
-        await asyncio.sleep(RECOVERY_POLL_SECONDS)
+    return await through_drops(connection, lambda: _declare_once(connection, name, args))
 
 
 async def _declare_once(connection: AbstractConnection, name: str, args: dict[str, Any]) -> bool:

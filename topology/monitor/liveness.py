@@ -14,10 +14,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
 
-from warren_cron.broker.connect import open_channel
-from warren_cron.history.reader import last_offset, stream_offset
+from warren_cron.history.reader import consuming, last_offset, stream_offset
 from warren_cron.monitor.alerts import Condition
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names
@@ -61,7 +65,10 @@ class SchedulerWatch:
     async def start(self, connection: AbstractConnection) -> None:
         """Follow the beat stream from its latest beats on."""
         await declare_beats(connection, self.names)
-        channel = await open_channel(connection)
+        await consuming(connection, self._follow)
+
+    async def _follow(self, channel: AbstractChannel) -> None:
+        """Consume the beats from a few before the stream's end."""
         await channel.set_qos(prefetch_count=100)
         end = await last_offset(channel, self.names.beat_stream)
         start: int | str = "next" if end is None else max(0, end.offset - RECENT_BEATS)

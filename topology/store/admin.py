@@ -17,6 +17,7 @@ from typing import Any, Literal
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import publish_channel
+from warren_cron.broker.drops import through_drops
 from warren_cron.cancel.request import archive_tombstone
 from warren_cron.cancel.stream import declare_cancels
 from warren_cron.clock import utc_text, utcnow
@@ -127,12 +128,30 @@ class ScheduleAdmin:
         """Read the store and follow it, and the pauses, on ``connection``."""
         self._connection = connection
         await declare_control(connection, self.names)
-        # An empty stream takes a second to tell from a slow one: both are looked at at once.
-        await asyncio.gather(self.book.start(connection), self._control.start(connection))
+        # The other readers' opening on the same connection may drop it under either one.
+        await through_drops(connection, self._follow, self._restart)
         if self._control.end_at_start is None:
             channel = await publish_channel(connection)
             await open_stream(channel, self.names.control_stream)
             await channel.close()
+
+    async def _follow(self) -> None:
+        assert self._connection is not None
+        # An empty stream takes a second to tell from a slow one: both are looked at at once,
+        # and a failure of one stops the other (a retry starts both anew).
+        try:
+            async with asyncio.TaskGroup() as both:
+                both.create_task(self.book.start(self._connection))
+                both.create_task(self._control.start(self._connection))
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+
+    async def _restart(self) -> None:
+        """Forget a start that failed half-way: the next reads everything again."""
+        await self.close()
+        self.book = StoreBook(self.names, self.settings.queue_type)
+        self._control = StreamFollower(self.names.control_stream, self._on_control)
+        self._pauses = {}
 
     def _on_control(self, events: list[Event], _offset: int) -> None:
         self._pauses = fold_pauses(events, self._pauses)

@@ -22,11 +22,11 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from warren_cron.broker.connect import open_channel, publish_channel
+from warren_cron.broker.connect import publish_channel
 from warren_cron.broker.latest import LatestMessage
 from warren_cron.declare import QueueType
 from warren_cron.errors import BROKER_TROUBLE, StoreError
-from warren_cron.history.reader import stream_offset
+from warren_cron.history.reader import consuming, stream_offset
 from warren_cron.names import Names
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store import streams
@@ -88,16 +88,19 @@ class StoreBook:
             self._publishing, self.names, self.queue_type
         )
         await self._read_snapshot()
-        channel = await open_channel(connection)
+        channel, _ = await consuming(connection, self._follow)
+        channel.close_callbacks.add(self._closed)
+        self._consuming = channel
+        await self.sync()
+
+    async def _follow(self, channel: AbstractChannel) -> None:
+        """Consume the log after what is folded in already."""
         await channel.set_qos(prefetch_count=PREFETCH)
         after = self.state.offset
         self._arguments["x-stream-offset"] = after + 1 if after >= 0 else "first"
         # Declared (passively), so the robust channel consumes again after a reconnect.
         queue = await channel.declare_queue(self.names.store_log, passive=True)
         await queue.consume(self._on_message, arguments=self._arguments)
-        channel.close_callbacks.add(self._closed)
-        self._consuming = channel
-        await self.sync()
 
     async def _read_snapshot(self) -> None:
         assert self._snapshots is not None

@@ -18,7 +18,7 @@ ERL_CALL = "/usr/lib/erlang/bin/erl_call"
 #: Every queue of the default vhost with its messages (ready and unacked), as "name count "
 #: pairs: erl_call prints a string whole, where it shows a binary as ``#Bin<>``.
 DEPTHS = (
-    "lists:flatten([[binary_to_list(element(4, proplists:get_value(name, I))), \" \","
+    'lists:flatten([[binary_to_list(element(4, proplists:get_value(name, I))), " ",'
     " integer_to_list(case proplists:get_value(messages, I) of N when is_integer(N) -> N;"
     ' _ -> 0 end), " "] || I <- rabbit_amqqueue:info_all(<<"/">>, [name, messages])]).'
 )
