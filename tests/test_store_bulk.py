@@ -13,7 +13,7 @@ from warren_cron.broker.connect import publish_channel
 from warren_cron.client import Client, SyncClient
 from warren_cron.errors import InvalidSchedule, NameTaken
 from warren_cron.store import book
-from warren_cron.store.admin import StoredSchedule
+from warren_cron.store.stored import StoredSchedule
 from warren_cron.store.streams import snapshot_store
 
 pytestmark = pytest.mark.broker

@@ -22,10 +22,10 @@ from warren_cron.envelope import CONTENT_TYPE
 from warren_cron.errors import InvalidSchedule
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store import streams
-from warren_cron.store.admin import StoredSchedule
 from warren_cron.store.book import StoreBook
 from warren_cron.store.changes import Change, spec_json
 from warren_cron.store.state import StoreState
+from warren_cron.store.stored import StoredSchedule
 
 
 def spec(name: str, **fields: Any) -> dict[str, Any]:

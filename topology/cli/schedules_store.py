@@ -22,8 +22,9 @@ from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError
 from warren_cron.errors import StoreError
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.store.admin import ScheduleAdmin, StoredSchedule
+from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.masking import shown_spec
+from warren_cron.store.stored import StoredSchedule
 
 if TYPE_CHECKING:
     from warren_cron.cli.schedules import Context

@@ -25,7 +25,7 @@ from warren_cron.errors import (
     VersionConflict,
 )
 from warren_cron.plan import RetryPlan
-from warren_cron.store.admin import StoredSchedule
+from warren_cron.store.stored import StoredSchedule
 
 __all__ = [
     "BrokerUnavailable",

@@ -23,8 +23,9 @@ from aio_pika.abc import AbstractRobustConnection
 from warren_cron.errors import StoreError
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.store.admin import ScheduleAdmin, StoredSchedule
+from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.edits import SpecLike
+from warren_cron.store.stored import StoredSchedule
 
 if TYPE_CHECKING:
     from warren_cron.client.client import Client

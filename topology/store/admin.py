@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from aio_pika.abc import AbstractConnection
 
@@ -20,7 +19,7 @@ from warren_cron.broker.connect import publish_channel
 from warren_cron.broker.drops import through_drops
 from warren_cron.cancel.request import archive_tombstone
 from warren_cron.cancel.stream import declare_cancels
-from warren_cron.clock import utc_text, utcnow
+from warren_cron.clock import utcnow
 from warren_cron.errors import (
     InvalidSchedule,
     NameTaken,
@@ -42,9 +41,9 @@ from warren_cron.store.apply import SCHEDULER_FILE, Step
 from warren_cron.store.book import StoreBook
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 from warren_cron.store.edits import SpecLike, checked_spec, checked_text, updated_spec
-from warren_cron.store.masking import kept_secrets, refuse_masks, shown_spec
+from warren_cron.store.masking import kept_secrets, refuse_masks
+from warren_cron.store.stored import Status, StoredSchedule
 
-Status = Literal["active", "paused", "completed", "archived"]
 #: The change each step of an apply writes.
 _KINDS: dict[str, Kind] = {
     "create": "create",
@@ -59,55 +58,12 @@ IN_FLIGHT = 200
 CATCH_UP_SECONDS = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSchedule:
-    """A runtime schedule: its spec, version, status and the history of its changes."""
-
-    name: str
-    spec: ScheduleSpec
-    version: int
-    status: Status
-    #: One dict per change, oldest first: kind, version, previous, by, at, reason.
-    history: list[dict[str, Any]]
-    pause: Pause | None = None
-    #: The file whose apply manages it (``CRON_SCHEDULES_FILE``: the scheduler's own file).
-    manager: str | None = None
-
-    @property
-    def from_file(self) -> bool:
-        """Whether this is the store's copy of a schedule of the scheduler's own file."""
-        return self.manager == SCHEDULER_FILE
-
-    def to_json(self) -> dict[str, Any]:
-        """The schedule as ``get --json`` prints it."""
-        return {
-            "name": self.name,
-            "source": "runtime",
-            "status": self.status,
-            "version": self.version,
-            "manager": self.manager,
-            "spec": shown_spec(self.spec),
-            **pause_fields(self.pause),
-            "history": self.history,
-        }
-
-
 def _no_repeats(specs: list[ScheduleSpec]) -> None:
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:
             raise InvalidSchedule(spec.name, ["name: given twice in one create_many"])
         seen.add(spec.name)
-
-
-def pause_fields(pause: Pause | None) -> dict[str, Any]:
-    """A schedule's pause as JSON fields (all None when it is not paused)."""
-    return {
-        "paused": pause is not None,
-        "paused_since": utc_text(pause.since) if pause else None,
-        "paused_by": pause.by if pause else None,
-        "reason": pause.reason if pause else None,
-    }
 
 
 class ScheduleAdmin:

@@ -11,7 +11,7 @@ from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.schedule import Schedule, build_schedule
 from warren_cron.schedules.status import schedule_status, upcoming_fire
-from warren_cron.store.admin import StoredSchedule, pause_fields
+from warren_cron.store.stored import StoredSchedule, pause_fields
 
 
 def file_row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from warren_cron.monitor.api.routes import Call, Endpoint
 from warren_cron.monitor.dashboard.pages.schedules import followed
 from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule as Resolved
-from warren_cron.store.admin import StoredSchedule
 from warren_cron.store.listing import file_row, listed, runtime_row
 from warren_cron.store.masking import shown_spec
+from warren_cron.store.stored import StoredSchedule
 
 
 async def list_schedules(call: Call) -> ScheduleList:

@@ -26,8 +26,8 @@ from warren_cron.monitor.api.schedules import audit
 from warren_cron.monitor.dashboard.auth import Actor, Refused
 from warren_cron.monitor.dashboard.pages.common import dashboard_of, log
 from warren_cron.monitor.dashboard.spec_form import FLAGS, created, form_fields, form_values
-from warren_cron.store.admin import StoredSchedule
 from warren_cron.store.masking import shown_spec
+from warren_cron.store.stored import StoredSchedule
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
