@@ -10,12 +10,12 @@ from typing import Any
 
 import orjson
 
+from tests import warm
 from tests.helpers import envelope
 from tests.namespace import TestBroker
 from warren_cron.envelope import Envelope
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
-from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,16 +67,9 @@ def script_env(broker: TestBroker, **extra: str) -> dict[str, str]:
 def run_warren(
     broker: TestBroker, command: str, *args: str, stdin: str = "", **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``warren <command>`` to completion in the test's namespace."""
-    return subprocess.run(
-        [WARREN, command, *args],
-        cwd=ROOT,
-        env=script_env(broker, **extra),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """Run ``warren <command>`` to completion in the test's namespace (forked from a process
+    that imported it once: ``tests/warm.py``)."""
+    return warm.run([command, *args], env=script_env(broker, **extra), cwd=ROOT, stdin=stdin)
 
 
 def json_out(result: subprocess.CompletedProcess[str]) -> Any:
