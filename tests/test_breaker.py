@@ -104,7 +104,9 @@ async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_
     spending an attempt, one whose deadline comes first ends ``expired``; once the endpoint
     recovers a probe closes the circuit and the deferred tasks run as their attempt 1."""
     with serve(Endpoint(statuses=[503])) as endpoint, capture_logs() as logs:
-        worker = await run_worker(**QUICK)
+        # Open long enough that no half-open probe comes before the check below: on a loaded
+        # machine the deferrals it waits for took 7 s, and a probe would meet the 503 again.
+        worker = await run_worker(**{**QUICK, "breaker_open_seconds": 15})
         for _ in range(4):
             await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
         await eventually(lambda: bool(worker._flow.states()), timeout=10)
@@ -116,7 +118,7 @@ async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_
         await eventually(lambda: len(deferred(logs)) >= 3, timeout=10)
         assert len(endpoint.requests) == 4
         endpoint.statuses = [200]
-        await eventually(lambda: len(endpoint.requests) >= 7, timeout=20)
+        await eventually(lambda: len(endpoint.requests) >= 7, timeout=40)
     [record] = await broker.get_all(broker.names.failed_queue)
     assert (record.headers["cron-reason"], record.headers["cron-run-id"]) == (
         "expired",

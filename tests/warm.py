@@ -94,8 +94,15 @@ def _address() -> str:
             if ready.stdout.readline().strip() != b"ready":
                 raise RuntimeError(f"the warm warren server did not start (exit {ready.wait()})")
             _server = (ready, path)
-            atexit.register(ready.kill)
+            atexit.register(_stop, ready)
         return _server[1]
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.kill()
+    server.wait()
+    if server.stdout is not None:
+        server.stdout.close()
 
 
 def serve(path: str) -> None:
