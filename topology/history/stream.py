@@ -56,7 +56,8 @@ async def declare_stream(connection: AbstractConnection, name: str, args: dict[s
 
     Just after a broker restart a stream can exist while its member has not started: the
     declare is refused as NOT_FOUND ("home node ... is down or inaccessible") for some
-    seconds, and a service started with the broker waits through them instead of exiting."""
+    seconds, or another reader's consumer drops the connection under it; a service started
+    with the broker waits through them (``through_drops``) instead of exiting."""
     return await through_drops(connection, lambda: _declare_once(connection, name, args))
 
 

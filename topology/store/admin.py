@@ -85,6 +85,8 @@ class ScheduleAdmin:
         self._connection = connection
         await declare_control(connection, self.names)
         # The other readers' opening on the same connection may drop it under either one.
+        # Safe to start again: the only write of a start is the book's sync marker, which
+        # changes nothing.
         await through_drops(connection, self._follow, self._restart)
         if self._control.end_at_start is None:
             channel = await publish_channel(connection)
