@@ -3,6 +3,7 @@ file and runtime schedules paused, resumed and triggered; every write in the his
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from tests.helpers import wait_history
 from tests.namespace import TestBroker
 from warren_cron.history.events import Event
 from warren_cron.monitor.api.serve import ENDPOINTS
+from warren_cron.store.admin import ScheduleAdmin
 
 pytestmark = pytest.mark.broker
 
@@ -102,6 +104,33 @@ async def test_an_operator_pauses_resumes_and_triggers_file_and_runtime_schedule
         return kinds == [("paused", "oncall"), ("resumed", "oncall"), ("triggered", "oncall")]
 
     await wait_history(broker, audited, f"pause, resume and trigger of {name} by oncall")
+
+
+@pytest.fixture
+def store_pauses_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's follower of the pauses folds what it reads half a second late (as on a
+    loaded machine), while the status's follows at once."""
+    folded = ScheduleAdmin._on_control
+
+    def late(admin: ScheduleAdmin, events: list[Event], offset: int) -> None:
+        asyncio.get_running_loop().call_later(0.5, folded, admin, events, offset)
+
+    monkeypatch.setattr(ScheduleAdmin, "_on_control", late)
+
+
+@pytest.mark.usefixtures("store_pauses_lag")
+async def test_a_runtime_schedule_reads_paused_right_after_its_pause_when_the_store_lags(
+    api: Api,
+) -> None:
+    """The pause's answer comes once every view of the monitor has it: the very next GET
+    of a runtime schedule (read from the store's view) says paused, and after the resume,
+    active."""
+    await api.call("POST", "/schedules", json={"spec": SPEC})
+    await api.call("POST", "/schedules/rt/pause", "operator", json={"reason": "db move"})
+    got = (await api.call("GET", "/schedules/rt", role="viewer"))[1]
+    assert (got["status"], got["reason"]) == ("paused", "db move")
+    await api.call("POST", "/schedules/rt/resume", "operator")
+    assert (await api.call("GET", "/schedules/rt", role="viewer"))[1]["status"] == "active"
 
 
 async def test_an_archived_schedule_cannot_be_paused_or_triggered(api: Api) -> None:

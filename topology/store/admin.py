@@ -74,6 +74,8 @@ class ScheduleAdmin:
         self.names = Names(settings.namespace)
         self.book = StoreBook(self.names, settings.queue_type)
         self._pauses: dict[str, Pause] = {}
+        #: Set whenever pauses are folded in: a caller waits on it to read its own pause.
+        self.pauses_changed = asyncio.Event()
         self._control = StreamFollower(self.names.control_stream, self._on_control)
         file = configured_schedules(settings)
         self._file_names = {s.name for s in file.schedules} if file else set[str]()
@@ -113,6 +115,12 @@ class ScheduleAdmin:
 
     def _on_control(self, events: list[Event], _offset: int) -> None:
         self._pauses = fold_pauses(events, self._pauses)
+        self.pauses_changed.set()
+
+    @property
+    def pauses(self) -> Mapping[str, Pause]:
+        """The pauses as the control stream was followed so far."""
+        return self._pauses
 
     async def _caught_up(self) -> None:
         """Wait until the pauses the control stream held at start are folded in."""

@@ -94,7 +94,7 @@ async def pause_schedule(call: Call) -> Done:
             changed=False,
             message="paused already " + commands.describe(already),
         )
-    await followed(dashboard, lambda: schedule.name in dashboard.keeper.pauses)
+    await followed(dashboard, schedule.name, paused=True)
     return Done(name=schedule.name, changed=True, message="paused: fires are skipped")
 
 
@@ -113,7 +113,7 @@ async def resume_schedule(call: Call) -> Done:
     )
     if not resumed:
         return Done(name=schedule.name, changed=False, message="not paused: nothing sent")
-    await followed(dashboard, lambda: schedule.name not in dashboard.keeper.pauses)
+    await followed(dashboard, schedule.name, paused=False)
     missed = "published under its catch_up policy" if body.catch_up else "not run"
     return Done(name=schedule.name, changed=True, message=f"resumed: missed fires {missed}")
 

@@ -21,6 +21,7 @@ from warren_cron.store.listing import listed, runtime_row
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
+    from warren_cron.schedules.control import Pause
 
 #: How long an action waits for the monitor to follow its own pause or resume, so that the
 #: page after it shows the change (the control stream is followed live, within a second).
@@ -70,18 +71,32 @@ async def _schedule(dashboard: Dashboard, name: str) -> Schedule:
         ) from None
 
 
-async def followed(dashboard: Dashboard, done: Callable[[], bool]) -> None:
-    """Wait (a few seconds at most) until the monitor followed its own pause or resume."""
-    changed = dashboard.keeper.control_changed
+async def followed(dashboard: Dashboard, name: str, *, paused: bool) -> None:
+    """Wait (a few seconds at most) until the monitor followed its own pause or resume of
+    schedule ``name``, in each of its views: the status's, and the store's when it has one
+    (each follows the control stream on its own; a GET of a runtime schedule reads the
+    store's)."""
+    views: list[tuple[asyncio.Event, Callable[[], Mapping[str, Pause]]]] = [
+        (dashboard.keeper.control_changed, lambda: dashboard.keeper.pauses)
+    ]
+    if dashboard.api.has_store:
+        admin = dashboard.api.admin
+        views.append((admin.pauses_changed, lambda: admin.pauses))
     deadline = time.monotonic() + FOLLOW_SECONDS
-    while True:
-        changed.clear()
-        if done():
+    while time.monotonic() < deadline:
+        for changed, _ in views:
+            changed.clear()
+        if all((name in pauses()) == paused for _, pauses in views):
             return
-        try:
-            await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
-        except TimeoutError:
-            return
+        await _any_set([changed for changed, _ in views], deadline - time.monotonic())
+
+
+async def _any_set(events: list[asyncio.Event], seconds: float) -> None:
+    """Until one of ``events`` is set, or ``seconds`` passed."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    _, pending = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    for wait in pending:
+        wait.cancel()
 
 
 async def trigger(request: web.Request) -> web.StreamResponse:
@@ -114,7 +129,7 @@ async def pause(request: web.Request) -> web.StreamResponse:
         )
         if already is not None:
             return f"{schedule.name} was paused already: {commands.describe(already)}"
-        await followed(dashboard, lambda: schedule.name in dashboard.keeper.pauses)
+        await followed(dashboard, schedule.name, paused=True)
         return f"paused {schedule.name}: its fires are skipped until it is resumed"
 
     return await act(request, "pause", perform, "/schedules")
@@ -138,7 +153,7 @@ async def resume(request: web.Request) -> web.StreamResponse:
         )
         if not resumed:
             return f"{schedule.name} was not paused: nothing sent"
-        await followed(dashboard, lambda: schedule.name not in dashboard.keeper.pauses)
+        await followed(dashboard, schedule.name, paused=False)
         missed = "published under its catch_up policy" if catch_up else "not run"
         return f"resumed {schedule.name}: fires missed while paused are {missed}"
 
