@@ -100,7 +100,7 @@ async def test_a_replay_of_1000_survives_a_broker_restart_midway(
     options = ReplayOptions(
         select=RecordFilter(),
         plan_for=lambda record: plan(60_000),
-        # About 25 s in all: the restart (a rabbitmqctl stop, then a boot) cut the replay off
+        # About 25 s in all: the restart (a clean stop, then a boot) cut the replay off
         # only after it had ended when it took 10 s, with two suites on the machine.
         rate=40,
         reconnect_seconds=120,
