@@ -71,11 +71,15 @@ def _ask(argv: list[str], env: dict[str, str], cwd: str, fds: list[int], timeout
         conn.shutdown(socket.SHUT_WR)
         conn.settimeout(timeout)
         with conn.makefile("rb") as answers:
-            pid = int(answers.readline())
+            pid: int | None = None
             try:
+                pid = int(answers.readline())
                 return int(answers.readline())
             except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
+                # Past the timeout, with or without the child's pid: as subprocess.run says it.
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 raise subprocess.TimeoutExpired(["warren", *argv], timeout) from None
 
 
@@ -141,9 +145,15 @@ def serve(path: str) -> None:
 
 def _answer(conn: socket.socket, pid: int) -> None:
     with conn:
-        conn.sendall(f"{pid}\n".encode())
-        _, status = os.waitpid(pid, 0)
-        conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        _tell(conn, f"{pid}\n")
+        _, status = os.waitpid(pid, 0)  # reaped even when nobody is left to tell
+        _tell(conn, f"{os.waitstatus_to_exitcode(status)}\n")
+
+
+def _tell(conn: socket.socket, line: str) -> None:
+    # A caller past its timeout has closed its end: nobody is left to tell.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.sendall(line.encode())
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> None:
