@@ -17,6 +17,7 @@ import aio_pika
 import structlog
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.background import beside
 from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.names import Names
@@ -65,9 +66,5 @@ async def beating(
     connection: AbstractConnection, names: Names, scheduler: Beating, interval: float
 ) -> AsyncIterator[None]:
     """Beat on ``connection`` while the block runs; a failing beat never ends the block."""
-    task = asyncio.create_task(send_beats(connection, names, scheduler, interval))
-    try:
+    async with beside(send_beats(connection, names, scheduler, interval)):
         yield
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

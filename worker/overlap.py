@@ -15,22 +15,26 @@ host, with nothing but the broker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import aio_pika
 import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aio_pika.exceptions import DeliveryError
 
+from warren_cron.background import beside
 from warren_cron.broker.exclusive import exists, plain_connection, try_exclusive
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.names import Names
-from warren_cron.runtime.settings import CronSettings
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.context import TaskContext
+
+if TYPE_CHECKING:  # the settings import this module (through the concurrency limits)
+    from warren_cron.worker.settings import WorkerSettings
 
 #: Pause between two tries to take a lock that a replaced run is giving up.
 RETRY_SECONDS = 0.1
@@ -41,7 +45,7 @@ Attempt = Callable[[], Coroutine[Any, Any, Result]]
 
 
 async def run_guarded(
-    settings: CronSettings, envelope: Envelope, ctx: TaskContext, attempt: Attempt
+    settings: WorkerSettings, envelope: Envelope, ctx: TaskContext, attempt: Attempt
 ) -> Result:
     """Run ``attempt`` under the envelope's overlap policy."""
     if envelope.concurrency == "Allow" or envelope.schedule is None:
@@ -62,7 +66,8 @@ async def run_guarded(
             await try_exclusive(connection, holder)  # goes with the lock, on its connection
         except BROKER_TROUBLE as error:
             return _unavailable(queue, error)
-        return await _run_until_stopped(attempt, stop, ctx)
+        async with _leased(connection, queue, stop, settings.lock_lease_seconds):
+            return await _run_until_stopped(attempt, stop, ctx)
 
 
 async def _take(
@@ -105,7 +110,7 @@ def _unavailable(queue: str, error: BaseException) -> Result:
     return Result(Outcome.RETRYABLE, "lock-unavailable", f"cannot take {queue}: {error!r}")
 
 
-async def _connect(settings: CronSettings, queue: str) -> AbstractConnection:
+async def _connect(settings: WorkerSettings, queue: str) -> AbstractConnection:
     # A plain connection of its own: closing it is what releases the lock.
     return await plain_connection(settings, f"warren-lock {queue}", settings.heartbeat_seconds)
 
@@ -149,8 +154,7 @@ async def _watch(
 
     def lost(*_: object) -> None:
         # Without the lock another run may start: this one must not go on.
-        if not stop.done():
-            stop.set_result(Result(Outcome.RETRYABLE, "lock-lost", f"lost the lock {queue}"))
+        _lost(stop, f"lost the lock {queue}")
 
     async def on_cancel(message: AbstractIncomingMessage) -> None:
         if not stop.done():
@@ -160,6 +164,41 @@ async def _watch(
     connection.close_callbacks.add(lost)
     await lock.consume(on_cancel, no_ack=True, exclusive=True)
     return stop
+
+
+def _lost(stop: asyncio.Future[Result], why: str) -> None:
+    if not stop.done():
+        stop.set_result(Result(Outcome.RETRYABLE, "lock-lost", why))
+
+
+@contextlib.asynccontextmanager
+async def _leased(
+    connection: AbstractConnection, queue: str, stop: asyncio.Future[Result], seconds: float
+) -> AsyncIterator[None]:
+    """While the attempt runs, its lock's node is asked every quarter ``seconds`` whether the
+    lock is there; no answer for ``seconds`` stops the attempt."""
+    async with beside(_keep_lease(connection, queue, stop, seconds)):
+        yield
+
+
+async def _keep_lease(
+    connection: AbstractConnection, queue: str, stop: asyncio.Future[Result], seconds: float
+) -> None:
+    # A node cut off from its cluster (frozen, partitioned) may keep this connection open
+    # for as long as the heartbeat allows, while the other nodes drop its exclusive queues
+    # after their net tick time and another run takes the lock: the holder must stop first.
+    loop = asyncio.get_running_loop()
+    answered = loop.time()
+    with contextlib.suppress(TimeoutError, *BROKER_TROUBLE):
+        async with asyncio.timeout(seconds):
+            channel = await connection.channel()
+        while not stop.done():
+            async with asyncio.timeout_at(answered + seconds):
+                await channel.declare_queue(queue, passive=True)
+            answered = loop.time()
+            await asyncio.sleep(seconds / 4)
+        return
+    _lost(stop, f"the node of the lock {queue} did not answer for {seconds:g} s")
 
 
 async def _run_until_stopped(

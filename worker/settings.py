@@ -34,6 +34,13 @@ class WorkerSettings(CronSettings):
     shutdown_grace_seconds: float = Field(
         30.0, ge=0, description="On SIGTERM, how long running attempts may finish."
     )
+    lock_lease_seconds: float = Field(
+        20.0,
+        gt=0,
+        le=3600,
+        description="An overlap lock's holder whose node has not answered this long stops "
+        "its attempt; keep it under the cluster's net_ticktime (60 s by default).",
+    )
     crash_loop_limit: int = Field(
         3,
         ge=1,
