@@ -72,10 +72,13 @@ BROKER_FIXTURES = frozenset({"amqp_url", "broker", "client", "private_broker", "
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``broker`` every test that uses a broker fixture: runs that only repeat the broker
-    tests on another release (CI's 4.3 lane) select them by that mark."""
+    tests on another release (CI's 4.3 lane) select them by that mark. Tests marked ``long``
+    go first: started last, one would keep its process busy after the others ran out of
+    work (the test processes steal what is left from each other, never a running test)."""
     for item in items:
         if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 Node = Literal["shared", "private"]

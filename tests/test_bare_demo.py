@@ -34,6 +34,7 @@ def silent_port() -> Iterator[int]:
     shutil.rmtree(ROOT / ".rabbitmq" / str(port), ignore_errors=True)
 
 
+@pytest.mark.long
 def test_the_demo_brings_up_its_own_node_where_no_broker_answers(
     silent_port: int, tmp_path: Path
 ) -> None:

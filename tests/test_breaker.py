@@ -96,6 +96,7 @@ def test_a_malformed_report_is_ignored(body: bytes) -> None:
     assert read_report(body) == Report()
 
 
+@pytest.mark.long
 @pytest.mark.broker
 async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_it_recovers(
     broker: TestBroker, run_worker: Any

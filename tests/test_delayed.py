@@ -49,6 +49,7 @@ class Starts:
         self.started[ctx.run_id] = utcnow()
 
 
+@pytest.mark.long
 async def test_delays_of_0_1_3_10_and_65_s_start_within_a_second_of_due(
     broker: TestBroker, client: Client, run_worker: Any
 ) -> None:
@@ -120,6 +121,7 @@ async def test_a_retry_that_would_start_after_the_deadline_is_not_attempted(
     assert "after the deadline" in record.headers["cron-error"]
 
 
+@pytest.mark.long
 @pytest.mark.faults
 @pytest.mark.parametrize("node", ["private"])
 @pytest.mark.parametrize("how", ["stop", "kill"])

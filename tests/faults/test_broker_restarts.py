@@ -59,6 +59,7 @@ async def test_a_broker_killed_with_unacked_deliveries_loses_nothing(
     assert report.counts()[Fate.LOST] == 0
 
 
+@pytest.mark.long
 async def test_on_classic_queues_a_broker_kill_loses_only_tasks_between_queues(
     scenario: FaultScenario,
 ) -> None:

@@ -84,6 +84,7 @@ async def test_a_broker_killed_during_a_replay_loses_no_task(
             assert run.explained() or (run.successes == 1 and run.records), run
 
 
+@pytest.mark.long
 async def test_a_replay_of_1000_survives_a_broker_restart_midway(
     broker: TestBroker, private_broker: PrivateBroker
 ) -> None:
