@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.background import beside
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, TopologyError
 from warren_cron.names import Names
@@ -104,12 +105,8 @@ class Scheduler:
             count=len(self.schedules.schedules),
             broker=self.settings.safe_url,
         )
-        watcher = asyncio.create_task(self._watch_file())
-        try:
+        async with beside(self._watch_file()):
             await self._campaign()
-        finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
         log.info("scheduler stopped")
 
     async def _watch_file(self) -> None:

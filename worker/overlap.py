@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import aio_pika
@@ -66,7 +66,7 @@ async def run_guarded(
             await try_exclusive(connection, holder)  # goes with the lock, on its connection
         except BROKER_TROUBLE as error:
             return _unavailable(queue, error)
-        async with _leased(connection, queue, stop, settings.lock_lease_seconds):
+        async with beside(_keep_lease(connection, queue, stop, settings.lock_lease_seconds)):
             return await _run_until_stopped(attempt, stop, ctx)
 
 
@@ -171,19 +171,11 @@ def _lost(stop: asyncio.Future[Result], why: str) -> None:
         stop.set_result(Result(Outcome.RETRYABLE, "lock-lost", why))
 
 
-@contextlib.asynccontextmanager
-async def _leased(
-    connection: AbstractConnection, queue: str, stop: asyncio.Future[Result], seconds: float
-) -> AsyncIterator[None]:
-    """While the attempt runs, its lock's node is asked every quarter ``seconds`` whether the
-    lock is there; no answer for ``seconds`` stops the attempt."""
-    async with beside(_keep_lease(connection, queue, stop, seconds)):
-        yield
-
-
 async def _keep_lease(
     connection: AbstractConnection, queue: str, stop: asyncio.Future[Result], seconds: float
 ) -> None:
+    """While the attempt runs, ask its lock's node every quarter ``seconds`` whether the lock
+    is there; no answer for ``seconds`` stops the attempt."""
     # A node cut off from its cluster (frozen, partitioned) may keep this connection open
     # for as long as the heartbeat allows, while the other nodes drop its exclusive queues
     # after their net tick time and another run takes the lock: the holder must stop first.
