@@ -51,6 +51,18 @@ def test_invalid_values_fail_naming_the_variable(
         load_settings(WorkerSettings)
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_namespace_is_refused_not_taken_for_the_default(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """CRON_NAMESPACE set but empty names the variable instead of running in 'cron'."""
+    monkeypatch.setenv("CRON_NAMESPACE", value)
+    with pytest.raises(SettingsError, match="CRON_NAMESPACE: is set but empty"):
+        load_settings(WorkerSettings)
+    monkeypatch.delenv("CRON_NAMESPACE")
+    assert load_settings(WorkerSettings).namespace == "cron"
+
+
 def test_password_never_appears_in_errors_or_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     """The broker password stays out of error messages, reprs and the safe URL."""
     monkeypatch.setenv("CRON_AMQP_URL", "amqps://app:hunter2@broker:5671/prod")

@@ -6,6 +6,7 @@ the environment at import time.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
@@ -178,6 +179,18 @@ class CronSettings(BaseSettings):
         )
 
 
+def _refuse_empty_namespace() -> None:
+    # Every other empty variable means its default (.env.example writes unset ones), but an
+    # empty namespace silently meaning "cron" would run a deployment in another one's queues.
+    if os.environ.get(f"{ENV_PREFIX}NAMESPACE", "unset").strip() == "":
+        raise SettingsError(
+            "invalid configuration:\n"
+            f"  {ENV_PREFIX}NAMESPACE: is set but empty; give a name (letters, digits, '_', "
+            "'.' or '-'), or unset it to use the default 'cron'\n"
+            "fix the variables above (see .env.example) and start again"
+        )
+
+
 ModuleList = Annotated[list[str], NoDecode]
 
 
@@ -196,6 +209,7 @@ def describe_errors(cls: type[BaseSettings], error: ValidationError) -> str:
 
 def load_settings(cls: type[S]) -> S:
     """Build ``cls`` from the environment, or raise ``SettingsError`` naming what is wrong."""
+    _refuse_empty_namespace()
     try:
         return cls()
     except ValidationError as error:
