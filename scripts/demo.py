@@ -210,7 +210,13 @@ def print_monitor() -> None:
 
 def print_story(records: list[AbstractIncomingMessage]) -> None:
     """What an operator asks first: every schedule's state, and the whole story of a failed run."""
-    print("\nstatus (warren status):", flush=True)
+    # The services stopped before this table: without saying so, its "scheduler: DOWN" line
+    # reads like a fault of the demo.
+    print(
+        "\nstatus (warren status, after the demo stopped its worker, scheduler and monitor: "
+        "the scheduler line reads DOWN for that reason):",
+        flush=True,
+    )
     subprocess.run([WARREN, "status"], cwd=ROOT, check=False)
     if records:
         run_id = str((records[0].headers or {}).get("cron-run-id"))

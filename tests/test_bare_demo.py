@@ -56,6 +56,13 @@ def test_the_demo_brings_up_its_own_node_where_no_broker_answers(
     assert demo.returncode == 0, output[-4000:]
     assert f"starting a RabbitMQ node of the project's own on port {silent_port}" in output
     assert "done in" in output and "succeeded" in output and "retries-exhausted" in output
+    # The status table comes after the demo stopped its services, and says so; the example's
+    # disabled schedule reads disabled, not active.
+    assert "after the demo stopped its worker, scheduler and monitor" in output
+    assert any(
+        line.split()[:1] == ["nightly-report"] and "disabled" in line.split()
+        for line in output.splitlines()
+    ), output[-4000:]
     stop = f".venv/bin/python -m warren_cron.cli.broker_up --stop {silent_port}"
     assert f"Stop it with:  {stop}" in output
     assert listening(url), "the node the demo started was not left running"

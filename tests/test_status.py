@@ -251,3 +251,26 @@ async def test_status_exits_3_without_a_broker_and_2_for_a_bad_schedules_file(
     path.write_text(path.read_text() + 'expect_success_within = "soon"\n')
     code, _, err = await status(broker, path)
     assert code == 2 and "expect_success_within" in err and "26h" in err
+
+
+async def test_a_disabled_schedule_reads_disabled_with_no_next_fire(
+    broker: TestBroker, tmp_path: Path
+) -> None:
+    """``enabled = false`` shows ``disabled`` and no next fire in status and schedules list."""
+    path = tmp_path / "schedules.toml"
+    text = '[[schedule]]\nname = "off"\nevery = "2s"\ntask = "ok"\nenabled = false\n'
+    text += '[[schedule]]\nname = "on"\nevery = "2s"\ntask = "ok"\n'
+    write_schedules(broker, path, text)
+    code, rows, err = await status(broker, path, "--json")
+    assert code == 0, err
+    shown = {row["name"]: (row["status"], row["next_fire_at"]) for row in rows}
+    assert shown["off"] == ("disabled", None) and shown["on"][0] == "active"
+    listed = json_out(
+        await asyncio.to_thread(
+            run_warren, broker, "schedules", "list", "--json", CRON_SCHEDULES_FILE=str(path)
+        )
+    )
+    rows = listed if isinstance(listed, list) else listed["schedules"]
+    assert {(r["name"], r["status"], r["next_fire_at"]) for r in rows if r["name"] == "off"} == {
+        ("off", "disabled", None)
+    }

@@ -29,7 +29,8 @@ class StatusRow:
     name: str
     schedule: str
     paused: bool
-    #: ``active``, ``paused`` or ``completed`` (no fire left under ``stop_at`` or ``runs``).
+    #: ``active``, ``paused``, ``disabled`` (``enabled = false``) or ``completed`` (no fire
+    #: left under ``stop_at`` or ``runs``).
     status: str
     last_fire_at: datetime | None
     last_outcome: str | None
@@ -66,9 +67,9 @@ def fires_when(schedule: Schedule) -> str:
 
 
 def upcoming_fire(schedule: Schedule, paused: bool, now: datetime) -> datetime | None:
-    """The schedule's next fire after ``now``; none while it is paused (it publishes nothing
-    until resumed): what ``status.py``, ``schedules.py list`` and the dashboard show."""
-    return None if paused else schedule.next_fire(now)
+    """The schedule's next fire after ``now``; none while it is paused or disabled (it
+    publishes nothing): what ``warren status``, ``schedules list`` and the dashboard show."""
+    return None if paused or not schedule.spec.enabled else schedule.next_fire(now)
 
 
 def overdue_since(
@@ -83,10 +84,13 @@ def overdue_since(
 
 
 def schedule_status(schedule: Schedule, paused: bool, now: datetime) -> str:
-    """``completed`` once no fire is left (``stop_at``, ``runs``); else ``paused`` or
-    ``active``: what ``warren status``, ``schedules list`` and the dashboard show."""
+    """``completed`` once no fire is left (``stop_at``, ``runs``); else ``disabled``,
+    ``paused`` or ``active``: what ``warren status``, ``schedules list`` and the dashboard
+    show."""
     if schedule.completed(now):
         return "completed"
+    if not schedule.spec.enabled:
+        return "disabled"
     return "paused" if paused else "active"
 
 

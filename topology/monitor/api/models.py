@@ -68,7 +68,7 @@ class ScheduleRow(BaseModel):
 
     name: str
     source: Literal["file", "runtime"]
-    status: Literal["active", "paused", "archived"]
+    status: Literal["active", "paused", "disabled", "completed", "archived"]
     version: int | None = Field(None, description="runtime schedules only")
     fires: str
     next_fire_at: str | None
