@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import suppress
 from datetime import datetime
 from typing import Any
@@ -283,3 +284,25 @@ async def wait_event_for(workers: list[Process], name: str, run_id: str) -> None
 def stamp(event: dict[str, Any]) -> datetime:
     """When an event was logged."""
     return datetime.fromisoformat(event["timestamp"])
+
+
+async def test_a_forbid_schedules_attempts_log_no_warning(
+    broker: TestBroker, run_worker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Forbid run that takes its lock, runs and gives it back is the normal path: its worker
+    logs no warning (none from the AMQP client about a cancelled call either)."""
+    recorder = Recorder()
+    registry = Registry()
+    registry.register("hold", recorder)
+    worker = await run_worker(registry)
+    caplog.set_level(logging.WARNING)
+    with capture_logs() as logs:
+        for _ in range(3):
+            await publish(broker, run("Forbid", 0), plan(60_000))
+            await recorder.wait_calls(len(recorder.calls) + 1)
+            await wait_lock_released(broker, "report")
+        await worker.join()
+        await eventually(lambda: len([e for e in logs if e["event"] == "attempt"]) == 3)
+    assert [e["outcome"] for e in logs if e["event"] == "attempt"] == ["succeeded"] * 3
+    assert [e for e in logs if e["log_level"] in ("warning", "error", "critical")] == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -22,10 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import aio_pika
 import orjson
-from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
 from aio_pika.exceptions import DeliveryError
 
-from warren_cron.background import beside
 from warren_cron.broker.exclusive import exists, plain_connection, try_exclusive
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE
@@ -40,6 +44,9 @@ if TYPE_CHECKING:  # the settings import this module (through the concurrency li
 RETRY_SECONDS = 0.1
 #: Seconds between two cancel messages to whoever holds the lock.
 CANCEL_EVERY_SECONDS = 1.0
+
+#: Errors of taking the lock and opening its lease's channel (within a lease's length).
+OPENING_TROUBLE: tuple[type[BaseException], ...] = (TimeoutError, *BROKER_TROUBLE)
 
 Attempt = Callable[[], Coroutine[Any, Any, Result]]
 
@@ -64,10 +71,12 @@ async def run_guarded(
                 return lock
             stop = await _watch(connection, lock, queue)
             await try_exclusive(connection, holder)  # goes with the lock, on its connection
-        except BROKER_TROUBLE as error:
+            # Opened before the attempt: a channel still opening when a quick attempt ended
+            # was cancelled mid-call, and aiormq closed it with a warning, every attempt.
+            lease = Lease(await _lease_channel(connection, settings), queue, stop, settings)
+        except OPENING_TROUBLE as error:
             return _unavailable(queue, error)
-        async with beside(_keep_lease(connection, queue, stop, settings.lock_lease_seconds)):
-            return await _run_until_stopped(attempt, stop, ctx)
+        return await lease.run(attempt, ctx)
 
 
 async def _take(
@@ -171,26 +180,61 @@ def _lost(stop: asyncio.Future[Result], why: str) -> None:
         stop.set_result(Result(Outcome.RETRYABLE, "lock-lost", why))
 
 
-async def _keep_lease(
-    connection: AbstractConnection, queue: str, stop: asyncio.Future[Result], seconds: float
-) -> None:
-    """While the attempt runs, ask its lock's node every quarter ``seconds`` whether the lock
-    is there; no answer for ``seconds`` stops the attempt."""
+async def _lease_channel(
+    connection: AbstractConnection, settings: WorkerSettings
+) -> AbstractChannel:
+    """The channel the lease asks on, open within a lease's length."""
+    async with asyncio.timeout(settings.lock_lease_seconds):
+        return await connection.channel()
+
+
+class Lease:
+    """While an attempt runs, ask its lock's node every quarter of the lease whether the lock
+    is there; no answer for a whole lease stops the attempt."""
+
     # A node cut off from its cluster (frozen, partitioned) may keep this connection open
     # for as long as the heartbeat allows, while the other nodes drop its exclusive queues
     # after their net tick time and another run takes the lock: the holder must stop first.
-    loop = asyncio.get_running_loop()
-    answered = loop.time()
-    with contextlib.suppress(TimeoutError, *BROKER_TROUBLE):
-        async with asyncio.timeout(seconds):
-            channel = await connection.channel()
-        while not stop.done():
-            async with asyncio.timeout_at(answered + seconds):
-                await channel.declare_queue(queue, passive=True)
-            answered = loop.time()
-            await asyncio.sleep(seconds / 4)
-        return
-    _lost(stop, f"the node of the lock {queue} did not answer for {seconds:g} s")
+
+    def __init__(
+        self,
+        channel: AbstractChannel,
+        queue: str,
+        stop: asyncio.Future[Result],
+        settings: WorkerSettings,
+    ) -> None:
+        self._channel, self._queue, self._stop = channel, queue, stop
+        self._seconds = settings.lock_lease_seconds
+        self._ended = asyncio.Event()
+
+    async def run(self, attempt: Attempt, ctx: TaskContext) -> Result:
+        """Run ``attempt`` while the lease is kept."""
+        keeper = asyncio.create_task(self._keep())
+        try:
+            return await _run_until_stopped(attempt, self._stop, ctx)
+        finally:
+            # Told to end, not cancelled: a look cancelled in flight makes aiormq close its
+            # channel with a warning. It ends at once, or when its look is answered.
+            self._ended.set()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _keep(self) -> None:
+        answered = asyncio.get_running_loop().time()
+        with contextlib.suppress(TimeoutError, *BROKER_TROUBLE):
+            # The lock was just taken: the first look is a quarter of the lease away.
+            while not await self._ended_within(self._seconds / 4):
+                async with asyncio.timeout_at(answered + self._seconds):
+                    await self._channel.declare_queue(self._queue, passive=True)
+                answered = asyncio.get_running_loop().time()
+            return
+        why = f"the node of the lock {self._queue} did not answer for {self._seconds:g} s"
+        _lost(self._stop, why)
+
+    async def _ended_within(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._ended.wait()
+        return self._ended.is_set() or self._stop.done()
 
 
 async def _run_until_stopped(
