@@ -1,4 +1,4 @@
-"""``Retry-After`` on a 429 or 503 sets when the next attempt runs, within the plan's bounds."""
+"""``Retry-After`` on a 429 or 503 sets when the next attempt runs, up to the retry cap."""
 
 from __future__ import annotations
 
@@ -43,10 +43,23 @@ def test_retry_after_reads_seconds_or_a_date_and_ignores_garbage(
     assert retry_after(value, NOW) == seconds
 
 
-def test_a_retry_after_of_ten_years_is_capped_at_the_plans_longest_step() -> None:
-    """An endpoint cannot park a task past what its own retry plan would wait."""
-    assert retry_after_hold(10 * 365 * 86400, "30s-1m-2m") == 120
+def test_a_retry_after_of_ten_years_is_capped_at_the_max_delay_or_the_plans_longest_step() -> None:
+    """An endpoint cannot park a task past CRON_RETRY_MAX_DELAY_MS (an hour when unset), or
+    past what its own retry plan would wait when that is longer."""
+    ten_years = 10 * 365 * 86400
+    assert retry_after_hold(ten_years, "30s-1m-2m", 60_000) == 120
+    assert retry_after_hold(ten_years, "30s-1m-2m", 600_000) == 600
+    assert retry_after_hold(ten_years, "30s-1m-2m") == 3600
+    assert retry_after_hold(ten_years, "2h", None) == 7200
     assert retry_after_hold(2.2, "30s-1m") == 3
+
+
+def test_a_retry_after_longer_than_every_step_left_is_honoured() -> None:
+    """A 429 asking 3 s on a plan of 200 ms steps waits the 3 s, not the step's size."""
+    assert retry_after_hold(3, "200ms-200ms") == 3
+    assert retry_after_hold(3, "200ms-200ms", 2_000) == 2
+    result = Result(Outcome.RETRYABLE, "http-status", "HTTP 429", 429, retry_after=3)
+    assert decide(result, "200ms-200ms").hold == 3
 
 
 def test_a_retry_after_sets_the_verdicts_hold_and_spends_the_step() -> None:
@@ -90,13 +103,30 @@ async def test_retry_after_3_delays_the_retry_by_3_seconds(
 
 
 @pytest.mark.broker
-async def test_a_retry_after_of_ten_years_waits_no_longer_than_the_plan(
+async def test_a_429_asking_3_s_on_a_plan_of_200_ms_steps_waits_the_3_s(
     broker: TestBroker, run_worker: Any
 ) -> None:
-    """A hostile ``Retry-After`` is capped by the plan's longest step (here 1 s each)."""
+    """The endpoint's wait is honoured past the plan's steps (up to CRON_RETRY_MAX_DELAY_MS):
+    the retry comes no sooner than 3 s later, as attempt 2, and the task is not dropped."""
+    with serve(Endpoint(statuses=[429, 200], retry_after="3")) as endpoint:
+        await run_worker()
+        await publish(broker, envelope("http", {"url": endpoint.url}), plan(200, 200))
+        # Bounded by far more than the 3 s: the delay levels' hops are slow on a loaded machine.
+        await eventually(lambda: len(endpoint.requests) >= 2, timeout=60)
+    assert endpoint.times[1] - endpoint.times[0] >= 3
+    assert [h["X-Cron-Attempt"] for _, h, _ in endpoint.requests] == ["1", "2"]
+    assert await broker.depth(broker.names.failed_queue) == 0
+
+
+@pytest.mark.broker
+async def test_a_retry_after_of_ten_years_waits_no_longer_than_the_max_delay(
+    broker: TestBroker, run_worker: Any
+) -> None:
+    """A hostile ``Retry-After`` is capped by CRON_RETRY_MAX_DELAY_MS (here 1 s, the plan's
+    steps too)."""
     ten_years = str(10 * 365 * 86400)
     with serve(Endpoint(statuses=[503, 503, 200], retry_after=ten_years)) as endpoint:
-        await run_worker()
+        await run_worker(retry_max_delay_ms=1000)
         await publish(broker, envelope("http", {"url": endpoint.url}), plan(1000, 1000))
         await eventually(lambda: len(endpoint.requests) >= 3, timeout=15)
     assert [h["X-Cron-Attempt"] for _, h, _ in endpoint.requests] == ["1", "2", "3"]

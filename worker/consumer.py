@@ -210,7 +210,8 @@ class Worker:
                 self._running.discard(task)
                 self._settling.add(task)
                 deadline = envelope.deadline if envelope else None
-                verdict = decide(result, message.routing_key, deadline)
+                cap = self.settings.retry_max_delay_ms
+                verdict = decide(result, message.routing_key, deadline, cap)
                 if self._flow is not None and envelope is not None:
                     verdict = self._flow.judged(envelope, verdict)
                 body_run_id = envelope.run_id if envelope else None

@@ -90,9 +90,14 @@ class Verdict:
     key: str | None = None
 
 
-def decide(result: Result, routing_key: str, deadline: datetime | None = None) -> Verdict:
+def decide(
+    result: Result,
+    routing_key: str,
+    deadline: datetime | None = None,
+    max_delay_ms: int | None = None,
+) -> Verdict:
     """Map an attempt's result, the message's remaining plan and the task's deadline to an
-    action."""
+    action; ``max_delay_ms`` caps a ``Retry-After`` (``CRON_RETRY_MAX_DELAY_MS``)."""
     if result.outcome is Outcome.SUCCEEDED:
         return Verdict(Action.ACK, result.reason)
     if result.outcome in _OVERLAP:
@@ -106,7 +111,8 @@ def decide(result: Result, routing_key: str, deadline: datetime | None = None) -
     if not is_retry_key(routing_key):
         error = f"routing key {routing_key!r} is no retry plan; last error: {result.error}"
         return Verdict(Action.FAIL, "invalid-retry-plan", error)
-    hold = None if result.retry_after is None else retry_after_hold(result.retry_after, routing_key)
+    asked = result.retry_after
+    hold = None if asked is None else retry_after_hold(asked, routing_key, max_delay_ms)
     starts = retry_starts(routing_key) if hold is None else utcnow() + timedelta(seconds=hold)
     if deadline is not None and starts > deadline:
         error = f"the next retry would start after the deadline {deadline}; last error: "

@@ -103,7 +103,11 @@ class CronSettings(BaseSettings):
         2.0, ge=1.0, le=100.0, description="Factor applied to the delay of each further retry."
     )
     retry_max_delay_ms: int | None = Field(
-        None, ge=0, le=MAX_DELAY_MS, description="Cap on any single retry delay, in ms."
+        None,
+        ge=0,
+        le=MAX_DELAY_MS,
+        description="Cap on any single retry delay, in ms, and on the wait an http "
+        "endpoint's Retry-After asks for (an hour when unset).",
     )
     history_max_age: str = Field(
         "7d",
