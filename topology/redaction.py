@@ -17,7 +17,7 @@ import html
 import re
 from collections.abc import Iterable, Mapping
 from functools import cached_property
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 import orjson
 
@@ -53,10 +53,36 @@ def redact_headers(headers: Mapping[str, object]) -> dict[str, object]:
 
 
 def redact_payload(payload: object) -> object:
-    """Return a copy of an ``http`` task's payload fit to show; other payloads as they are."""
-    if not isinstance(payload, Mapping) or not isinstance(payload.get("headers"), Mapping):
+    """Return a copy of an ``http`` task's payload fit to show: its sensitive headers, URL
+    password and sensitive query values masked; other payloads as they are."""
+    if not isinstance(payload, Mapping):
         return payload
-    return {**payload, "headers": redact_headers(payload["headers"])}
+    shown = dict(payload)
+    if isinstance(payload.get("headers"), Mapping):
+        shown["headers"] = redact_headers(payload["headers"])
+    if isinstance(payload.get("url"), str):
+        shown["url"] = masked_url(payload["url"])
+    return shown
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password and the values of sensitive query parameters masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # unparsable (a broken IPv6 host): nothing in it can be told safe
+        return REDACTED
+    user, at, host = parts.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}:{REDACTED}@{host}" if at and ":" in user else parts.netloc
+    query = "&".join(map(masked_pair, parts.query.split("&"))) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def masked_pair(pair: str) -> str:
+    """A query's ``name=value`` with the value masked when the name is a sensitive one."""
+    name, equals, value = pair.partition("=")
+    # The name as a server reads it: ``access%5Ftoken`` is ``access_token``.
+    sensitive = sensitive_param(unquote_plus(name))
+    return f"{name}={REDACTED}" if equals and value and sensitive else pair
 
 
 def redact_task(data: object) -> object:

@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 import orjson
 
+from warren_cron.errors import InvalidSchedule
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import Entry, spec_json
-from warren_cron.store.masking import masked_payload
+from warren_cron.store.masking import kept_spec, masked_payload
 
 Action = Literal["create", "change", "adopt", "same", "archive"]
 #: The manager the scheduler records when it applies its own file on a reload: one name for
@@ -84,16 +85,30 @@ def _plan_one(spec: ScheduleSpec, entry: Entry | None, options: Options, plan: P
             "rename it in one of the files"
         )
         return
-    if entry is None or entry.status == "archived":
-        plan.steps.append(Step("create", name, 0 if entry is None else entry.version, spec))
+    live = None if entry is None or entry.status == "archived" else entry
+    kept = _kept(spec, live, plan)
+    if kept is None:
         return
-    problem = _conflict(name, entry, options)
+    if live is None:
+        plan.steps.append(Step("create", name, 0 if entry is None else entry.version, kept))
+        return
+    problem = _conflict(name, live, options)
     if problem is not None:
         plan.conflicts.append(problem)
         return
-    diff = field_diff(spec_json(entry.spec), spec_json(spec))
-    action: Action = "adopt" if entry.manager is None else "change" if diff else "same"
-    plan.steps.append(Step(action, name, entry.version, spec, diff))
+    diff = field_diff(spec_json(live.spec), spec_json(kept))
+    action: Action = "adopt" if live.manager is None else "change" if diff else "same"
+    plan.steps.append(Step(action, name, live.version, kept, diff))
+
+
+def _kept(spec: ScheduleSpec, live: Entry | None, plan: Plan) -> ScheduleSpec | None:
+    """``spec`` with the masks a read showed kept as an update keeps them; None (and a
+    conflict) for a mask that stands for no secret, or whose URL moved elsewhere."""
+    try:
+        return kept_spec(spec, None if live is None else live.spec)
+    except InvalidSchedule as error:
+        plan.conflicts.append(f"{spec.name}: {'; '.join(error.problems)}")
+        return None
 
 
 def _conflict(name: str, entry: Entry, options: Options) -> str | None:
