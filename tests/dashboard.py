@@ -112,11 +112,11 @@ async def shot(page: Page, name: str) -> None:
     await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
-async def log_in(page: Page, url: str, name: str = "alice") -> None:
-    """Log in with the dashboard token through the form."""
+async def log_in(page: Page, url: str, name: str = "alice", token: str = TOKEN) -> None:
+    """Log in with the dashboard token (or ``token``) through the form."""
     await page.goto(url + "login")
     await page.get_by_label("Your name").fill(name)
-    await page.get_by_label("Token").fill(TOKEN)
+    await page.get_by_label("Token").fill(token)
     await page.get_by_role("button", name="Log in").click()
     await page.wait_for_url(url)
 

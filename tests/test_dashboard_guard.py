@@ -115,7 +115,7 @@ async def test_an_actions_back_never_sends_the_browser_to_another_site(
             match = re.search(r'name="csrf" value="([0-9a-f]+)"', await page.text())
         assert match is not None
         form = {"csrf": match.group(1), "why": "tidy up", "count": "0", "back": back}
-        async with http.post(served.url + "failed/purge", data=form, allow_redirects=False) as a:
+        async with http.post(served.url + "failed/replay", data=form, allow_redirects=False) as a:
             assert a.status == 303
             location = a.headers["Location"]
     assert lands_on(served.url, location) == urlsplit(served.url).netloc

@@ -34,7 +34,7 @@ ENDPOINTS = [
         "POST",
         "/runs/{run_id}/cancel",
         cancel_run,
-        "operator",
+        "cancel",
         Cancelled,
         CancelBody,
         body_required=False,

@@ -93,7 +93,7 @@ async def purge_failed(call: Call) -> Moved:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/failed", list_failed, "viewer", FailedList, query=FailedQuery),
-    Endpoint("POST", "/failed/replay", replay_failed, "operator", Moved, MoveBody),
-    Endpoint("POST", "/failed/purge", purge_failed, "admin", Moved, MoveBody),
+    Endpoint("GET", "/failed", list_failed, "read", FailedList, query=FailedQuery),
+    Endpoint("POST", "/failed/replay", replay_failed, "replay", Moved, MoveBody),
+    Endpoint("POST", "/failed/purge", purge_failed, "purge", Moved, MoveBody),
 ]

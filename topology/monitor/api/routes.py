@@ -17,9 +17,10 @@ from pydantic import BaseModel, ValidationError
 
 from warren_cron.errors import validation_problems
 from warren_cron.monitor.api.problems import ApiError
-from warren_cron.monitor.api.tokens import Caller, Role
+from warren_cron.monitor.api.tokens import Caller
 from warren_cron.monitor.dashboard.auth import Refused
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.roles import Action, Role, needs
 from warren_cron.schedules.spec import check_name
 
 if TYPE_CHECKING:
@@ -75,8 +76,8 @@ class Endpoint:
     method: str
     path: str
     handler: Handler
-    #: The role it needs; None: no token needed.
-    role: Role | None
+    #: What it does, whose role the one table of ``roles.py`` gives; None: no token needed.
+    action: Action | None
     answer: type[BaseModel] | None
     body: type[BaseModel] | None = None
     #: False: an absent body is the body model's defaults.
@@ -85,6 +86,11 @@ class Endpoint:
     status: int = 200
     #: Statuses beyond the guards' own (409 ...).
     errors: tuple[int, ...] = ()
+
+    @property
+    def role(self) -> Role | None:
+        """The role it needs, as the dashboard's same action does; None: no token needed."""
+        return None if self.action is None else needs(self.action)
 
     @property
     def summary(self) -> str:

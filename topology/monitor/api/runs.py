@@ -150,9 +150,9 @@ def options_of(body: EnqueueBody) -> EnqueueOptions:
 
 RUN = "/runs/{run_id}"
 ENDPOINTS = [
-    Endpoint("GET", "/runs", list_runs, "viewer", RunList, query=RunsQuery),
-    Endpoint("GET", RUN, get_run, "viewer", Run, query=RunQuery, errors=(400, 404, 429)),
+    Endpoint("GET", "/runs", list_runs, "read", RunList, query=RunsQuery),
+    Endpoint("GET", RUN, get_run, "read", Run, query=RunQuery, errors=(400, 404, 429)),
     Endpoint(
-        "POST", "/runs", enqueue_run, "operator", Enqueued, EnqueueBody, status=202, errors=(503,)
+        "POST", "/runs", enqueue_run, "enqueue", Enqueued, EnqueueBody, status=202, errors=(503,)
     ),
 ]

@@ -166,28 +166,28 @@ def _detail(call: Call, stored: StoredSchedule) -> Schedule:
 
 NAMED = "/schedules/{name}"
 ENDPOINTS = [
-    Endpoint("GET", "/schedules", list_schedules, "viewer", ScheduleList),
+    Endpoint("GET", "/schedules", list_schedules, "read", ScheduleList),
     Endpoint(
         "POST",
         "/schedules",
         create_schedule,
-        "admin",
+        "create",
         Schedule,
         CreateBody,
         status=201,
         errors=(409,),
     ),
-    Endpoint("GET", NAMED, get_schedule, "viewer", Schedule),
-    Endpoint("PUT", NAMED, update_schedule, "admin", Schedule, UpdateBody, errors=(409,)),
+    Endpoint("GET", NAMED, get_schedule, "read", Schedule),
+    Endpoint("PUT", NAMED, update_schedule, "update", Schedule, UpdateBody, errors=(409,)),
     Endpoint(
-        "DELETE", NAMED, archive_schedule, "admin", Schedule, query=ArchiveQuery, errors=(409,)
+        "DELETE", NAMED, archive_schedule, "archive", Schedule, query=ArchiveQuery, errors=(409,)
     ),
-    Endpoint("POST", NAMED + "/pause", pause_schedule, "operator", Done, PauseBody),
+    Endpoint("POST", NAMED + "/pause", pause_schedule, "pause", Done, PauseBody),
     Endpoint(
         "POST",
         NAMED + "/resume",
         resume_schedule,
-        "operator",
+        "resume",
         Done,
         ResumeBody,
         body_required=False,
@@ -196,7 +196,7 @@ ENDPOINTS = [
         "POST",
         NAMED + "/trigger",
         trigger_schedule,
-        "operator",
+        "trigger",
         Done,
         TriggerBody,
         body_required=False,

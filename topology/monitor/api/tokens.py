@@ -13,17 +13,14 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from warren_cron.errors import SecretUnavailable
+from warren_cron.monitor.roles import Role, includes
 from warren_cron.secret_sources import SecretSources
 from warren_cron.webhook import SecretRef
 
-Role = Literal["viewer", "operator", "admin"]
-#: Each role may do what the roles before it may.
-RANKS: dict[Role, int] = {"viewer": 0, "operator": 1, "admin": 2}
 #: A shorter secret can be guessed: ``openssl rand -hex 32`` gives 64 characters.
 MIN_SECRET = 24
 #: The operator names the token's secret: any variable of the monitor, any file.
@@ -59,7 +56,7 @@ class Caller:
 
     def may(self, role: Role) -> bool:
         """Whether this caller's role includes ``role``."""
-        return RANKS[self.role] >= RANKS[role]
+        return includes(self.role, role)
 
 
 def digest(token: str) -> bytes:

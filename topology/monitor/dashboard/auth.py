@@ -2,9 +2,10 @@
 
 Reading needs nothing. Acting needs a token: either a login (the form sets an HttpOnly,
 SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request. A token
-has a role, as the HTTP API's do: ``CRON_DASHBOARD_TOKEN`` is an operator's (trigger, pause,
-resume, replay, purge), and a token of ``CRON_API_TOKENS`` carries its own role and name
-(creating, editing and archiving runtime schedules needs ``admin``, as on the API). A form
+has a role, as the HTTP API's do: ``CRON_DASHBOARD_TOKEN`` is an operator's, and a token of
+``CRON_API_TOKENS`` carries its own role and name. Each action needs the role the one table
+of ``roles.py`` gives it, on the API too: an operator triggers, pauses, resumes, cancels and
+replays; purging and creating, editing or archiving runtime schedules need ``admin``. A form
 sent with the cookie must also carry the session's CSRF token and, when the browser says
 where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without any
 token configured the dashboard is read-only and refuses every action. Wrong tokens are
@@ -24,8 +25,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from warren_cron.monitor.api.tokens import Caller, Role
+from warren_cron.monitor.api.tokens import Caller
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
+from warren_cron.monitor.roles import Action, Role, needs
 
 COOKIE = "warren_session"
 #: Sessions kept at once; the oldest is forgotten first (its user logs in again).
@@ -136,12 +138,10 @@ class Auth:
             return ""
         return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
 
-    def actor(
-        self, request: web.Request, form: Mapping[str, str], role: Role = DASHBOARD_ROLE
-    ) -> Actor:
-        """Who sends this action, when their role includes ``role``; else ``Refused``
-        saying why it may not be done."""
-        actor = self._sender(request, form)
+    def actor(self, request: web.Request, form: Mapping[str, str], action: Action) -> Actor:
+        """Who sends this action, when their role includes the one ``action`` needs; else
+        ``Refused`` saying why it may not be done."""
+        actor, role = self._sender(request, form), needs(action)
         if not Caller(actor.name, actor.role).may(role):
             raise Refused(
                 f"{actor.name} is logged in with role {actor.role}; this needs {role}: log in "

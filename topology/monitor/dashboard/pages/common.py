@@ -12,6 +12,7 @@ from aiohttp import web
 from yarl import URL
 
 from warren_cron.monitor.dashboard.auth import Actor, Refused
+from warren_cron.monitor.roles import Action
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
@@ -42,12 +43,15 @@ def reason_of(form: Mapping[str, str]) -> str:
     return reason
 
 
-async def act(request: web.Request, action: str, perform: Perform, back: str) -> web.StreamResponse:
-    """Check who sends the form and why, do ``action``, log it, and go back to ``back``."""
+async def act(
+    request: web.Request, action: Action, perform: Perform, back: str
+) -> web.StreamResponse:
+    """Check that who sends the form has the role ``action`` needs (the API's too) and why,
+    do it, log it, and go back to ``back``."""
     dashboard = dashboard_of(request)
     form = {key: str(value) for key, value in (await request.post()).items()}
     try:
-        actor = dashboard.auth.actor(request, form)
+        actor = dashboard.auth.actor(request, form, action)
         reason = reason_of(form)
     except Refused as refused:
         log.warning("dashboard action refused", action=action, why=refused.why)

@@ -16,6 +16,7 @@ from warren_cron.failed.tally import Tally
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
+from warren_cron.monitor.roles import Action
 from warren_cron.plan import task_plan
 
 if TYPE_CHECKING:
@@ -160,7 +161,8 @@ async def _purge(
 
 async def moved(request: web.Request) -> web.StreamResponse:
     """Replay or purge the records the form's filters pick, at most the count confirmed."""
-    dashboard, action = dashboard_of(request), request.match_info["action"]
+    dashboard = dashboard_of(request)
+    action: Action = "replay" if request.match_info["action"] == "replay" else "purge"
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
         count = _agreed(form)

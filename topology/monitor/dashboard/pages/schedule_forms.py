@@ -1,10 +1,11 @@
 """``/schedules/new`` and ``/schedules/{name}/edit``: create, edit and archive runtime
 schedules from forms, as the API's admin role does.
 
-Every write needs the admin role (a login with an admin token of ``CRON_API_TOKENS``), the
-session's CSRF token, and goes through the store's ``ScheduleAdmin`` as every other writer:
-a refusal re-shows the form with what to fix, a stale version says who came first. The
-file's schedules are shown read-only: the file owns them.
+Every write needs the role ``roles.py`` gives it, admin (a login with an admin token of
+``CRON_API_TOKENS``), the session's CSRF token, and goes through the store's
+``ScheduleAdmin`` as every other writer: a refusal re-shows the form with what to fix, a
+stale version says who came first. The file's schedules are shown read-only: the file owns
+them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from warren_cron.monitor.api.schedules import audit
 from warren_cron.monitor.dashboard.auth import Actor, Refused
 from warren_cron.monitor.dashboard.pages.common import dashboard_of, log
 from warren_cron.monitor.dashboard.spec_form import FLAGS, created, form_fields, form_values
+from warren_cron.monitor.roles import Action
 from warren_cron.store.masking import shown_spec
 from warren_cron.store.stored import StoredSchedule
 
@@ -39,6 +41,8 @@ NO_STORE = (
     "CRON_API_TOKENS on the monitor (an admin token of it logs in to write)"
 )
 Write = Callable[[Actor, Mapping[str, str], str | None], Awaitable[StoredSchedule]]
+#: What the note after a write says was done.
+DONE: dict[Action, str] = {"create": "created", "update": "saved", "archive": "archived"}
 
 
 async def new_form(request: web.Request) -> web.StreamResponse:
@@ -66,7 +70,7 @@ async def create(request: web.Request) -> web.StreamResponse:
             raise InvalidSchedule(str(fields.get("name") or "?"), problems)
         return await dashboard_of(request).api.admin.create(created(fields), actor.by, why)
 
-    return await _written(request, None, "created", write)
+    return await _written(request, None, "create", write)
 
 
 async def edit(request: web.Request) -> web.StreamResponse:
@@ -81,7 +85,7 @@ async def edit(request: web.Request) -> web.StreamResponse:
         admin = dashboard_of(request).api.admin
         return await admin.update(name, fields, _version(form), actor.by, why)
 
-    return await _written(request, name, "saved", write)
+    return await _written(request, name, "update", write)
 
 
 async def archive(request: web.Request) -> web.StreamResponse:
@@ -91,11 +95,11 @@ async def archive(request: web.Request) -> web.StreamResponse:
     async def write(actor: Actor, form: Mapping[str, str], why: str | None) -> StoredSchedule:
         return await dashboard_of(request).api.admin.archive(name, _version(form), actor.by, why)
 
-    return await _written(request, name, "archived", write)
+    return await _written(request, name, "archive", write)
 
 
 async def _written(
-    request: web.Request, name: str | None, done: str, write: Write
+    request: web.Request, name: str | None, action: Action, write: Write
 ) -> web.StreamResponse:
     """Check who writes and what, write, and show the schedule (or the form again, with
     what to fix)."""
@@ -103,7 +107,7 @@ async def _written(
     back = "/schedules/new" if name is None else _edit_path(name)
     try:
         form = await _read_form(request)
-        actor = _writer(dashboard, request, form)
+        actor = _writer(dashboard, request, form, action)
     except Refused as refused:
         log.warning("dashboard schedule write refused", why=refused.why)
         return dashboard.refusal(request, "refused.html", refused, why=refused.why, back=back)
@@ -117,14 +121,17 @@ async def _written(
     audit(dashboard.history, stored, actor.by)
     log.info("dashboard schedule change", schedule=stored.name, by=actor.by, version=stored.version)
     dashboard.notes.leave(
-        request, f"{done} {stored.name}: version {stored.version}, {stored.status}"
+        request, f"{DONE[action]} {stored.name}: version {stored.version}, {stored.status}"
     )
     raise web.HTTPSeeOther(_edit_path(stored.name))
 
 
-def _writer(dashboard: Dashboard, request: web.Request, form: Mapping[str, str]) -> Actor:
-    """Who writes, when an admin, and the store is followed; else ``Refused``."""
-    actor = dashboard.auth.actor(request, form, "admin")
+def _writer(
+    dashboard: Dashboard, request: web.Request, form: Mapping[str, str], action: Action
+) -> Actor:
+    """Who writes, when their role may do ``action``, and the store is followed; else
+    ``Refused``."""
+    actor = dashboard.auth.actor(request, form, action)
     if not dashboard.api.has_store:
         raise Refused(NO_STORE, status=409)
     return actor
