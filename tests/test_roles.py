@@ -21,9 +21,11 @@ async def _purge_on_dashboard(api: Api, role: str, count: int) -> tuple[int, str
     """POST the dashboard's purge form as a client with the token of ``role``."""
     form = {"why": "tidy up", "count": str(count), "schedule": "billing"}
     dashboard = api.url.removesuffix("api/v1") + "failed/purge"
-    async with aiohttp.ClientSession() as http:
-        async with http.post(dashboard, data=form, headers=bearer(role)) as answer:
-            return answer.status, await answer.text()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(dashboard, data=form, headers=bearer(role)) as answer,
+    ):
+        return answer.status, await answer.text()
 
 
 async def test_an_operator_purges_nowhere_and_an_admin_purges_on_the_dashboard(
