@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from tests.test_http import CTX
 from tests.webhook import Endpoint, serve
-from warren_cron.errors import DestinationDenied, PermanentError, SettingsError
+from warren_cron.errors import DestinationDenied, SettingsError
 from warren_cron.runtime.settings import load_settings
 from warren_cron.worker.destinations import DestinationPolicy, Rules, warn_if_metadata_reachable
 from warren_cron.worker.http import HttpHandler
@@ -242,13 +242,11 @@ async def test_a_name_resolving_to_a_denied_address_receives_nothing(http_handle
 async def test_a_numeric_host_that_means_a_denied_address_receives_nothing(
     http_handler: Handler,
 ) -> None:
-    """``http://2130706433/`` is 127.0.0.1 to the system's resolver: refused, nothing sent.
-
-    aiohttp 3.13+ refuses such a host itself; older ones resolve it, and the policy refuses
-    the address it resolves to."""
+    """``http://2130706433/`` is 127.0.0.1 to the system's resolver: the policy refuses it as
+    that address before anything is sent (tests/test_numeric_hosts.py: every spelling)."""
     with serve(Endpoint()) as endpoint:
         url = endpoint.url.replace("127.0.0.1", "2130706433")
-        with pytest.raises(PermanentError):
+        with pytest.raises(DestinationDenied, match=r"2130706433 means 127\.0\.0\.1"):
             await http_handler(http_deny="127.0.0.0/8,::1")({"url": url}, CTX)
     assert endpoint.requests == []
 

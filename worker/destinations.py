@@ -12,14 +12,21 @@ any name below it, not the name itself) or an address or CIDR (``10.0.0.0/8``, `
 - The unspecified addresses (``0.0.0.0/8``, ``::``) are refused whatever the rules say.
 - An IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, NAT64's well-known and
   local-use prefixes, IPv4-compatible, Teredo) is judged as both: a rule on either applies.
+- A host whose last label is a number (``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``127.1``,
+  ``0``) is judged as the IPv4 address the C library's ``inet_aton`` reads in it, then refused
+  whatever the verdict: such spellings are always refused, naming the address meant.
 
 Names in URLs are checked before anything is sent; addresses are checked twice: a literal
 address in the URL before sending (aiohttp does not resolve those), every name's addresses in
-the resolver (``worker.resolver``), which hands aiohttp only the permitted ones.
+the resolver (``worker.resolver``), which hands aiohttp only the permitted ones. Numeric hosts
+are decided here, before and without any resolver: aiohttp before 3.14.1 connects to an
+all-digit host without asking the resolver, and the system's resolver reads inet_aton's forms.
 """
 
 from __future__ import annotations
 
+import re
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
@@ -48,6 +55,31 @@ def literal_address(host: str) -> Address | None:
     try:
         return ip_address(host.partition("%")[0])
     except ValueError:
+        return None
+
+
+#: A label only a number can be, as URL parsers read it (WHATWG's "ends in a number"):
+#: decimal, or hexadecimal after 0x. No top-level domain is one, so a host ending in one means
+#: an IPv4 address, or nothing.
+NUMBER_LABEL: Final = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+#: The characters of inet_aton's forms: inet_aton itself ignores what follows a space.
+INET_ATON_FORM: Final = re.compile(r"[0-9a-fA-FxX.]+")
+
+
+def numeric_host(host: str) -> bool:
+    """True when the host's last label is a number: it can only mean an IPv4 address."""
+    return NUMBER_LABEL.fullmatch(host.rstrip(".").rpartition(".")[2]) is not None
+
+
+def inet_aton_address(host: str) -> IPv4Address | None:
+    """The IPv4 address inet_aton reads in a host (``2130706433``, ``017700000001``,
+    ``0177.0.0.1``, ``0x7f.1``, ``127.1``, with or without the root's dot), else None."""
+    text = host.removesuffix(".")
+    if INET_ATON_FORM.fullmatch(text) is None:
+        return None
+    try:
+        return IPv4Address(socket.inet_aton(text))
+    except OSError:
         return None
 
 
@@ -105,6 +137,9 @@ class Rules:
                 suffixes.append(host_name(entry[1:]))
             elif literal_address(entry.partition("/")[0]) is not None:
                 networks.append(_network(entry))
+            elif numeric_host(entry.partition("/")[0]):
+                # As a name it would match nothing: no host ending in a number is called.
+                raise ValueError(f"{entry!r} is no address: write it as a.b.c.d (or a CIDR)")
             elif entry and "*" not in entry and "/" not in entry:
                 names.add(host_name(entry))
             else:
@@ -158,8 +193,26 @@ class DestinationPolicy:
         if address is not None:
             if (refused := self.refusal(host, address)) is not None:
                 raise DestinationDenied(refused)
+        elif ":" in host:
+            # aiohttp connects to any host with a colon without asking the resolver.
+            raise DestinationDenied(f"host {host} is no IPv6 address: write it in full")
+        elif numeric_host(host):
+            self._judge_numeric(host)
         elif self.deny.match_name(host_name(host)):
             raise DestinationDenied(f"host {host_name(host)} is refused by CRON_HTTP_DENY")
+
+    def _judge_numeric(self, host: str) -> None:
+        """Refuse a host ending in a number, naming the rule its address breaks if any."""
+        meant = inet_aton_address(host)
+        if meant is None:
+            raise DestinationDenied(
+                f"host {host} ends in a number but is no IPv4 address: write a name or a.b.c.d"
+            )
+        if (refused := self.refusal(host, meant)) is not None:
+            raise DestinationDenied(f"host {host} means {meant}: {refused}")
+        # Permitted, yet clients differ on it: aiohttp 3.14.1+ refuses it, older ones and the
+        # system's resolver connect to the address. One spelling means one thing everywhere.
+        raise DestinationDenied(f"host {host} is a legacy spelling of {meant}: write {meant}")
 
     def permits(self, host: str, address: Address) -> bool:
         """True when ``address`` (which ``host`` resolved to) may be connected to."""
