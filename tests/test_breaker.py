@@ -35,11 +35,52 @@ QUICK = {
 }
 
 
-def test_a_destination_is_scheme_host_and_port() -> None:
-    """Paths and queries do not split a destination; default ports are spelled out."""
+def test_a_destination_is_scheme_host_and_port_in_the_host_scope() -> None:
+    """Paths and queries do not split a host destination; default ports are spelled out."""
     assert destination("http://api.example/a?x=1") == destination("http://api.example:80/b")
     assert destination("https://api.example/") == "https://api.example:443"
     assert destination("ftp://x/") is None and destination("::nonsense") is None
+
+
+def test_a_destination_is_the_url_without_its_query_in_the_endpoint_scope() -> None:
+    """Each path is a destination of its own; the query, user info and fragment, where tokens
+    hide, are never part of it."""
+    a = destination("https://u:pw@api.example/cron/a?token=SECRET#x", "endpoint")
+    assert a == "https://api.example:443/cron/a"
+    assert destination("http://api.example:80/cron/b", "endpoint") == "http://api.example:80/cron/b"
+    assert destination("http://api.example", "endpoint") == "http://api.example:80/"
+    assert destination("ftp://x/", "endpoint") is None
+
+
+def test_an_open_circuit_says_which_failures_opened_it() -> None:
+    """The causes the fleet reported over the window, most frequent first, with the counts."""
+    breaker = Breaker(CONFIG)
+    breaker.heard(DEST, 2, 1, now=100.0, causes={"timeout": 1})
+    assert breaker.opened_by(DEST) == ""
+    breaker.heard(DEST, 0, 3, now=101.0, causes={"HTTP 503": 3})
+    assert breaker.opened_by(DEST) == (
+        "opened by 4 of 6 attempts failing over 10 s, HTTP 503 x3, timeout x1"
+    )
+
+
+def test_a_report_carries_the_causes_of_this_workers_errors() -> None:
+    """Errors are shared with their cause; a malformed or oversized cause is left out."""
+    breaker = Breaker(CONFIG)
+    breaker.ended(DEST, ok=False, now=100.0, cause="HTTP 503")
+    breaker.ended(DEST, ok=True, now=100.0)
+    assert breaker.report(100.0) == ({DEST: [1, 1]}, [], {DEST: {"HTTP 503": 1}})
+    body = b'{"breaker": {"d": [0, 3]}, "causes": {"d": {"HTTP 503": 2, "x": "y", "%s": 1}}}'
+    assert read_report(body % (b"z" * 65)).causes == {"d": {"HTTP 503": 2}}
+
+
+def test_a_closed_circuit_with_an_empty_window_is_forgotten() -> None:
+    """Endpoints called once leave nothing behind once their counts leave the window."""
+    breaker = Breaker(CONFIG)
+    breaker.heard("http://x:80/once", 1, 0, now=100.0)
+    breaker.report(105.0)
+    assert "http://x:80/once" in breaker._circuits
+    breaker.report(111.0)
+    assert breaker._circuits == {}
 
 
 def test_the_circuit_opens_only_past_the_rate_with_enough_volume() -> None:
@@ -69,7 +110,7 @@ def test_a_half_open_circuit_lets_one_probe_through_and_closes_on_its_success() 
     assert breaker.admit(DEST, 105.1) == 5
     breaker.ended(DEST, ok=True, now=105.2)
     assert breaker.state(DEST, 105.2) is State.CLOSED
-    assert breaker.report() == ({DEST: [1, 0]}, [DEST])
+    assert breaker.report(105.2) == ({DEST: [1, 0]}, [DEST], {})
 
 
 def test_a_failed_probe_opens_the_circuit_again() -> None:
@@ -101,13 +142,13 @@ def test_a_malformed_report_is_ignored(body: bytes) -> None:
 async def test_a_failing_endpoint_opens_the_circuit_and_deferred_tasks_run_when_it_recovers(
     broker: TestBroker, run_worker: Any
 ) -> None:
-    """Four 503s open the circuit; new tasks are deferred without reaching the endpoint or
+    """Four 503s open the host's circuit; new tasks are deferred without reaching the endpoint or
     spending an attempt, one whose deadline comes first ends ``expired``; once the endpoint
     recovers a probe closes the circuit and the deferred tasks run as their attempt 1."""
     with serve(Endpoint(statuses=[503])) as endpoint, capture_logs() as logs:
         # Open long enough that no half-open probe comes before the check below: on a loaded
         # machine the deferrals it waits for took 7 s, and a probe would meet the 503 again.
-        worker = await run_worker(**{**QUICK, "breaker_open_seconds": 15})
+        worker = await run_worker(**{**QUICK, "breaker_open_seconds": 15, "flow_scope": "host"})
         for _ in range(4):
             await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
         await eventually(lambda: bool(worker._flow.states()), timeout=10)
@@ -140,7 +181,49 @@ async def test_errors_seen_by_one_worker_open_the_circuit_on_every_worker(
         for _ in range(4):
             await publish(broker, envelope("http", {"url": endpoint.url}), plan(60_000))
         await eventually(lambda: all(w._flow.states() for w in workers), timeout=10)
-    assert all(w._flow.states() == {destination(endpoint.url): State.OPEN} for w in workers)
+    key = destination(endpoint.url, "endpoint")
+    assert all(w._flow.states() == {key: State.OPEN} for w in workers)
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("scope", ["endpoint", "host"])
+async def test_a_path_that_always_fails_defers_a_healthy_path_of_its_host_only_by_host(
+    broker: TestBroker, run_worker: Any, scope: str
+) -> None:
+    """Four 503s from ``/broken`` open its circuit; a task to ``/healthy`` on the same server
+    still runs when keyed by endpoint (the default), and is deferred when keyed by host. The
+    deferral says what opened the circuit: the failures' count and causes."""
+    broken = Endpoint(statuses=[200], by_path={"/broken": [503]})
+    with serve(broken) as endpoint, capture_logs() as logs:
+        worker = await run_worker(**{**QUICK, "breaker_open_seconds": 30, "flow_scope": scope})
+        for _ in range(4):
+            await publish(broker, envelope("http", {"url": f"{endpoint.url}/broken"}), plan(60_000))
+        await eventually(lambda: bool(worker._flow.states()), timeout=10)
+        broke, healthy = (envelope("http", {"url": f"{endpoint.url}/{p}"}) for p in PATHS)
+        for env in (broke, healthy):
+            await publish(broker, env, plan(60_000))
+        await eventually(lambda: {broke.run_id, healthy.run_id} <= attempted(logs), timeout=10)
+    outcomes = {e["run_id"]: e for e in logs if e["event"] == "attempt"}
+    assert outcomes[broke.run_id]["outcome"] == "deferred"
+    assert len(endpoint.paths("/broken")) == 4
+    if scope == "endpoint":
+        assert outcomes[healthy.run_id]["outcome"] == "succeeded"
+        assert worker._flow.states() == {f"{endpoint.url}/broken": State.OPEN}
+        cause = "HTTP 503 x4"
+    else:
+        assert outcomes[healthy.run_id]["outcome"] == "deferred"
+        assert endpoint.paths("/healthy") == []
+        cause = "HTTP 503 /broken x4"
+    said = f"(opened by 4 of 4 attempts failing over 30 s, {cause})"
+    assert said in outcomes[broke.run_id]["error"]
+
+
+PATHS = ("broken", "healthy")
+
+
+def attempted(logs: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The run ids of the attempt lines logged so far."""
+    return {e["run_id"] for e in logs if e["event"] == "attempt"}
 
 
 def deferred(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -169,4 +252,5 @@ async def test_the_fleet_shares_its_counts_again_after_a_broker_restart(
                 return all(w._flow.states() for w in workers)
 
             await eventually(one_more_failing_then_all_open, timeout=60, interval=0.5)
-    assert all(w._flow.states() == {destination(endpoint.url): State.OPEN} for w in workers)
+    key = destination(endpoint.url, "endpoint")
+    assert all(w._flow.states() == {key: State.OPEN} for w in workers)

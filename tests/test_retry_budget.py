@@ -10,6 +10,7 @@ from tests.conftest import plan
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
+from warren_cron.testing.waits import eventually
 from warren_cron.worker.budget import RetryBudget
 from warren_cron.worker.fleet import read_report
 
@@ -62,3 +63,34 @@ async def test_a_spent_budget_sends_failures_to_the_failed_queue_with_that_reaso
     reasons = sorted(r.headers["cron-reason"] for r in records)
     assert reasons == ["retry-budget-exhausted", "retry-budget-exhausted"]
     assert len(endpoint.requests) == 3
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("scope", ["endpoint", "host"])
+async def test_a_path_that_always_fails_spends_the_budget_of_its_host_only_by_host(
+    broker: TestBroker, run_worker: Any, scope: str
+) -> None:
+    """``/broken`` spends its budget (two tasks, one retry at 25 %); a task to ``/flaky`` on
+    the same server that fails once is then retried when keyed by endpoint (the default), and
+    refused its retry when keyed by host."""
+    served = Endpoint(by_path={"/broken": [503], "/flaky": [503, 200]})
+    with serve(served) as endpoint:
+        await run_worker(
+            retry_budget_enabled=True,
+            retry_budget_ratio=0.25,
+            retry_budget_min_retries=0,
+            flow_scope=scope,
+        )
+        for _ in range(2):
+            await publish(broker, envelope("http", {"url": f"{endpoint.url}/broken"}), plan(50, 50))
+        await broker.wait_depth(broker.names.failed_queue, 2)
+        await publish(broker, envelope("http", {"url": f"{endpoint.url}/flaky"}), plan(50, 50))
+        if scope == "endpoint":
+            await eventually(lambda: len(endpoint.paths("/flaky")) == 2)
+            assert await broker.depth(broker.names.failed_queue) == 2
+        else:
+            await broker.wait_depth(broker.names.failed_queue, 3)
+            assert len(endpoint.paths("/flaky")) == 1
+    assert len(endpoint.paths("/broken")) == 3
+    records = await broker.get_all(broker.names.failed_queue)
+    assert {r.headers["cron-reason"] for r in records} == {"retry-budget-exhausted"}

@@ -32,11 +32,21 @@ class Endpoint:
     retry_after: str | None = None
     #: ``time.monotonic()`` of each request, in the order of ``requests``.
     times: list[float] = field(default_factory=list)
+    #: Scripted statuses of a path (the last one repeats), instead of ``statuses``.
+    by_path: dict[str, list[int]] = field(default_factory=dict)
 
     def next_status(self) -> int:
         """The scripted status for this request; the last one repeats."""
-        index = min(len(self.requests) - 1, len(self.statuses) - 1)
-        return self.statuses[index]
+        path = self.requests[-1][0] if self.requests else ""
+        if path in self.by_path:
+            statuses, index = self.by_path[path], len(self.paths(path)) - 1
+        else:
+            statuses, index = self.statuses, len(self.requests) - 1
+        return statuses[min(index, len(statuses) - 1)]
+
+    def paths(self, path: str) -> list[dict[str, str]]:
+        """The headers of each request to ``path``."""
+        return [headers for at, headers, _ in self.requests if at == path]
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Retry budget per http destination: retries at most a share of first attempts.
+"""Retry budget per http destination (an endpoint, or a host: ``worker/flow.py``): retries at
+most a share of first attempts.
 
 When an endpoint fails for everyone, every task retrying multiplies the load on it. The
 budget caps that amplification fleet-wide: over the window, the retries granted to a
@@ -45,9 +46,13 @@ class RetryBudget:
         """Counts a worker of the fleet (this one too) reported."""
         self._window(destination).add(firsts, retries, now)
 
-    def report(self) -> dict[str, list[int]]:
-        """The counts to share, taken: the next report starts afresh."""
+    def report(self, now: float) -> dict[str, list[int]]:
+        """The counts to share, taken: the next report starts afresh. Destinations with
+        nothing left in their window are forgotten meanwhile (endpoints called once)."""
         pending, self._pending = self._pending, {}
+        idle = [d for d, w in self._windows.items() if w.totals(now) == (0, 0)]
+        for destination in idle:
+            del self._windows[destination]
         return pending
 
     def _window(self, destination: str) -> Window:

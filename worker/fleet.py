@@ -5,9 +5,11 @@ broker) after each reconnect.
 The exchange ``<ns>_flow`` is auto-deleted with the last worker's queue, and each queue with
 its worker's connection: a worker gone leaves nothing behind, and nothing outlives the
 fleet. A report is one small JSON object, sent without confirm when there is something to
-say: per destination, the breaker's ok and error counts (``breaker``) and the circuits this
-worker closed (``closed``), and the retry budget's first attempts and retries (``budget``).
-A lost report costs a second of counts, never a task; a malformed one is ignored.
+say: per destination, the breaker's ok and error counts (``breaker``), its errors by cause
+(``causes``: ``{"HTTP 503": 4}``, which a worker of an older release leaves out and ignores)
+and the circuits this worker closed (``closed``), and the retry budget's first attempts and
+retries (``budget``). A lost report costs a second of counts, never a task; what is
+malformed in one is left out.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ log = structlog.get_logger("worker")
 #: Seconds between two reports of a worker's counts.
 REPORT_SECONDS = 1.0
 Counts = dict[str, tuple[int, int]]
+Causes = dict[str, dict[str, int]]
+#: A cause longer than this, or more causes per destination, is left out of a report heard.
+MAX_CAUSE_CHARS = 64
+MAX_CAUSES = 16
 
 
 def flow_exchange(namespace: str) -> str:
@@ -47,6 +53,7 @@ class Report:
     breaker: Counts = field(default_factory=dict)
     closed: list[str] = field(default_factory=list)
     budget: Counts = field(default_factory=dict)
+    causes: Causes = field(default_factory=dict)
 
 
 def read_report(body: bytes) -> Report:
@@ -59,7 +66,8 @@ def read_report(body: bytes) -> Report:
         return Report()
     closed = raw.get("closed")
     names = [d for d in (closed if isinstance(closed, list) else []) if isinstance(d, str)]
-    return Report(_counts(raw.get("breaker")), names, _counts(raw.get("budget")))
+    breaker, budget = _counts(raw.get("breaker")), _counts(raw.get("budget"))
+    return Report(breaker, names, budget, _causes(raw.get("causes")))
 
 
 def _counts(raw: Any) -> Counts:
@@ -72,6 +80,24 @@ def _counts(raw: Any) -> Counts:
         and len(pair) == 2
         and all(isinstance(n, int) and 0 <= n < 2**31 for n in pair)
     }
+
+
+def _causes(raw: Any) -> Causes:
+    if not isinstance(raw, dict):
+        return {}
+    causes = {destination: _tally(tally) for destination, tally in raw.items()}
+    return {destination: tally for destination, tally in causes.items() if tally}
+
+
+def _tally(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        return {}
+    kept = {
+        cause: n
+        for cause, n in raw.items()
+        if len(cause) <= MAX_CAUSE_CHARS and isinstance(n, int) and 0 < n < 2**31
+    }
+    return dict(list(kept.items())[:MAX_CAUSES])
 
 
 class FleetCounts:
@@ -133,7 +159,8 @@ class FleetCounts:
             for destination in report.closed:
                 self._breaker.close(destination)
             for destination, (ok, errors) in report.breaker.items():
-                self._breaker.heard(destination, ok, errors, now)
+                causes = report.causes.get(destination)
+                self._breaker.heard(destination, ok, errors, now, causes)
         if self._budget is not None:
             for destination, (firsts, retries) in report.budget.items():
                 self._budget.heard(destination, firsts, retries, now)
@@ -141,10 +168,11 @@ class FleetCounts:
     def _taken(self) -> dict[str, Any]:
         """What this worker has to say since its last report."""
         said: dict[str, Any] = {}
+        now = time.monotonic()
         if self._breaker is not None:
-            said["breaker"], said["closed"] = self._breaker.report()
+            said["breaker"], said["closed"], said["causes"] = self._breaker.report(now)
         if self._budget is not None:
-            said["budget"] = self._budget.report()
+            said["budget"] = self._budget.report(now)
         return {part: value for part, value in said.items() if value}
 
     async def _report_forever(self) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 from warren_cron.clock import utcnow
 
-#: Most keys one worker labels ``cron_flow_deferred`` with; the others count as ``other``.
+#: Most keys and destinations one worker labels its flow metrics with (``cron_flow_deferred``,
+#: ``cron_breaker_state``, ``cron_retry_budget_refused``); the others count as ``other``.
 MAX_KEYS = 100
 #: The gauge's value of each circuit state.
 _CIRCUIT_LEVELS = {"closed": 0, "half-open": 1, "open": 2}
@@ -41,25 +42,29 @@ class WorkerMetrics:
             self._m.FAILED.labels(task=task, reason=reason).inc()
 
     def circuit(self, destination: str, state: str) -> None:
-        """Record the state of a destination's circuit."""
+        """Record the state of a destination's circuit (bounded, see MAX_KEYS)."""
         if self.enabled:
-            self._m.BREAKER_STATE.labels(destination=destination).set(_CIRCUIT_LEVELS[state])
+            gauge = self._m.BREAKER_STATE.labels(destination=self._label(destination))
+            gauge.set(_CIRCUIT_LEVELS[state])
 
     def budget_refused(self, destination: str) -> None:
         """Record a retry refused because the destination's retry budget is spent."""
         if self.enabled:
-            self._m.BUDGET_REFUSED.labels(destination=destination).inc()
+            self._m.BUDGET_REFUSED.labels(destination=self._label(destination)).inc()
 
     def deferred(self, reason: str, key: str) -> None:
         """Record an attempt deferred by flow control under ``key`` (bounded, see MAX_KEYS)."""
-        if not self.enabled:
-            return
+        if self.enabled:
+            self._m.LIMIT_WAITS.labels(reason=reason, key=self._label(key)).inc()
+
+    def _label(self, key: str) -> str:
+        # Destinations are endpoints by default: a path per job, or per id, must not grow
+        # the metrics without bound.
         if key not in self._keys:
             if len(self._keys) >= MAX_KEYS:
-                key = "other"
-            else:
-                self._keys.add(key)
-        self._m.LIMIT_WAITS.labels(reason=reason, key=key).inc()
+                return "other"
+            self._keys.add(key)
+        return key
 
     def started(self, scheduled_for: datetime, attempt: int) -> None:
         """Record the lag from a fire's scheduled time to its first attempt's start."""

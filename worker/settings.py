@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -97,9 +98,15 @@ class WorkerSettings(CronSettings):
         "(comma-separated, e.g. "
         "report=10/1s,sync[customer]=100/1m:5,http[@host]=20/1s).",
     )
+    flow_scope: Literal["endpoint", "host"] = Field(
+        "endpoint",
+        description="What the circuit breaker and the retry budget count by: endpoint (an http "
+        "task's URL without its query: one failing job does not hold back the other jobs of "
+        "its host) or host (scheme, host and port: every path together).",
+    )
     breaker_enabled: bool = Field(
         True,
-        description="Circuit breaker per http destination (scheme, host, port): while open, "
+        description="Circuit breaker per http destination (CRON_FLOW_SCOPE): while open, "
         "attempts to it are deferred without spending one.",
     )
     breaker_error_rate: float = Field(
@@ -128,8 +135,8 @@ class WorkerSettings(CronSettings):
 
     retry_budget_enabled: bool = Field(
         True,
-        description="Retry budget per http destination: retries at most a share of the "
-        "fleet's first attempts there; past it a failure goes to the failed queue.",
+        description="Retry budget per http destination (CRON_FLOW_SCOPE): retries at most a "
+        "share of the fleet's first attempts there; past it a failure goes to the failed queue.",
     )
     retry_budget_ratio: float = Field(
         0.2,
