@@ -10,6 +10,7 @@ from warren_cron.redaction import (
     REDACTED,
     Scrubber,
     header_secrets,
+    masked_url,
     redact_payload,
     sensitive_header,
 )
@@ -56,6 +57,38 @@ def test_redact_payload_leaves_other_payloads_alone() -> None:
     """A Python task's payload without headers passes through untouched."""
     assert redact_payload({"n": 1}) == {"n": 1}
     assert redact_payload([1, 2]) == [1, 2]
+
+
+def test_redact_payload_masks_a_urls_password_and_sensitive_query_values() -> None:
+    """A payload with a URL and no headers: its password and token are hidden, its user,
+    host, path and harmless query values shown; the payload itself is left as it is."""
+    url = "https://ops:hunter2@hooks.example:8443/run?token=SECRET123&team=blue&sig=&x=1"
+    payload = {"url": url, "json": {"n": 1}}
+    shown = redact_payload(payload)
+    assert shown == {
+        "url": f"https://ops:{REDACTED}@hooks.example:8443/run?token={REDACTED}&team=blue&sig=&x=1",
+        "json": {"n": 1},
+    }
+    assert payload["url"] == url, "the stored record is kept for replays"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # The name as the server decodes it: access_token.
+        (
+            "https://h.example/p?access%5Ftoken=abc",
+            f"https://h.example/p?access%5Ftoken={REDACTED}",
+        ),
+        ("https://h.example/p?API_KEY=abc", f"https://h.example/p?API_KEY={REDACTED}"),
+        ("https://:pw@h.example/", f"https://:{REDACTED}@h.example/"),
+        # Unparsable: nothing in it can be told safe to show.
+        ("https://[::1/p?token=abc", REDACTED),
+    ],
+)
+def test_masked_url_reads_names_as_the_server_does(url: str, shown: str) -> None:
+    """An encoded or capitalised sensitive name is masked, an empty user's password too."""
+    assert masked_url(url) == shown
 
 
 @pytest.mark.parametrize("before", ["", "a", "ab", "abc", "X-Api-Key: "])

@@ -102,7 +102,7 @@ def pretty(value: Any) -> str:
 
 
 def shown_body(body: bytes) -> str:
-    """A task body fit to show: a task's payload with its secret headers hidden, or the text."""
+    """A task body fit to show: a task's payload with its credentials hidden, or the text."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
