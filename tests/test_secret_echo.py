@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.echo import CONTEXT, basic_parts, echoing, forms, leaks
+from tests.echo import CONTEXT, HOSTILE, basic_parts, echoing, forms, hostile, leaks, traces
 from tests.test_http import CTX
 from warren_cron.errors import TaskError
 from warren_cron.redaction import REDACTED
@@ -67,22 +67,23 @@ async def test_a_secret_across_the_excerpt_cut_is_hidden_whole(
 ) -> None:
     """The body is scrubbed before it is cut: a secret starting just before the cut leaves
     none of its characters."""
-    body = "x" * (EXCERPT_CHARS - 6) + ENV_SECRET + " tail"
+    body = ("word " * 100)[: EXCERPT_CHARS - 6] + ENV_SECRET + " tail"
     async with echoing(lambda request: body) as echo:
         text = await error_of(call(), f"{echo.url}/status/500", secret_headers(tmp_path))
-    assert "x" * 10 + REDACTED in text and ENV_SECRET[:4] not in text
+    assert "word word" + REDACTED in text and ENV_SECRET[:4] not in text
 
 
 async def test_a_secret_cut_by_the_read_limit_is_hidden_from_its_first_character(
     call: Handler, tmp_path: Path
 ) -> None:
     """Wide characters make the bytes read end before ``EXCERPT_CHARS`` characters, inside a
-    secret: the start of it that was read is hidden too."""
+    secret: the start of it that was read is hidden too (the wide characters, outside
+    printable ASCII, are one ``?``)."""
     wide = "\U0001f600" * (EXCERPT_CHARS - 3)
     assert len(wide.encode()) + len(ENV_SECRET[:12]) == EXCERPT_BYTES
     async with echoing(lambda request: wide + ENV_SECRET) as echo:
         text = await error_of(call(), f"{echo.url}/status/403", secret_headers(tmp_path))
-    assert text.endswith(wide[-3:] + REDACTED) and ENV_SECRET[:3] not in text
+    assert text.endswith(": ?" + REDACTED) and ENV_SECRET[:3] not in text
 
 
 async def test_the_urls_password_and_query_values_are_scrubbed_from_an_echo(
@@ -130,7 +131,50 @@ async def test_a_malformed_answer_quoting_a_secret_is_scrubbed_from_the_client_e
 
 
 async def test_a_body_without_secrets_is_kept_as_it_was(http_handler: Handler) -> None:
-    """No secret sent: the excerpt is the body's start, unchanged."""
-    async with echoing(lambda request: web.Request.__name__ * 200) as echo:
+    """No secret sent: the excerpt of an ordinary text is the body's start, unchanged."""
+    body = f"{web.Request.__name__} failed. " * 50
+    async with echoing(lambda request: body) as echo:
         text = await error_of(http_handler(), f"{echo.url}/status/404", {})
-    assert text.endswith(("Request" * 200)[:EXCERPT_CHARS]) and REDACTED not in text
+    assert text.endswith(": " + body[:EXCERPT_CHARS]) and REDACTED not in text
+
+
+@pytest.mark.parametrize("form", HOSTILE)
+async def test_an_echo_in_any_encoding_leaves_no_trace_of_a_secret(
+    call: Handler, tmp_path: Path, form: str
+) -> None:
+    """MIME base64 split inside a secret, UTF-16 with or without its byte order mark, hex,
+    HTML entities, ``\\u`` and percent escapes of every character, all mixed, reversed: no
+    six characters of a secret survive in any form, and the endpoint's words stay."""
+    async with echoing(hostile(form)) as echo:
+        text = await error_of(call(), f"{echo.url}/status/403", secret_headers(tmp_path))
+    assert echo.seen[0]["X-Upstream"] == ENV_SECRET, "the endpoint did get the secret"
+    assert traces(text, SECRETS) == []
+    assert text.startswith(f"HTTP 403 from GET {echo.url}/status/403: {CONTEXT}")
+
+
+JSON_ERROR = '{"error": "invalid job id",\n "request_id": "3f2a9c4e-81b7-4d2e-9a5f-0c6b1e7d4a21"}'
+HTML_503 = (
+    "<html><head><title>503 Service Unavailable</title></head>\r\n"
+    "<body>\tBack soon \u2014 caf\u00e9\x00\x1b[31m</body></html>"
+)
+#: (body, excerpt): as it was, but whitespace one space, any other run of characters outside
+#: printable ASCII one ``?``.
+ORDINARY = [
+    (JSON_ERROR, JSON_ERROR.replace("\n", "")),
+    (
+        HTML_503,
+        "<html><head><title>503 Service Unavailable</title></head> <body> Back soon ? caf?[31m"
+        "</body></html>",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "excerpt"), ORDINARY, ids=["json", "html"])
+async def test_an_ordinary_error_body_stays_readable_on_one_line_of_printable_ascii(
+    call: Handler, tmp_path: Path, body: str, excerpt: str
+) -> None:
+    """A JSON error or an HTML 503 page reads as it was, on one line of printable ASCII: a
+    line break in the excerpt cannot forge a log line, nor an escape recolour a terminal."""
+    async with echoing(lambda request: body) as echo:
+        text = await error_of(call(), f"{echo.url}/status/503", secret_headers(tmp_path))
+    assert text.partition("/status/503: ")[2] == excerpt

@@ -128,10 +128,12 @@ def _basic(credentials: str) -> list[str]:
 
 
 def encodings(secret: str) -> set[str]:
-    """How a secret may be echoed: as it is, URL-, JSON- and HTML-escaped, and in base64."""
+    """How a secret may be echoed: as it is, reversed, URL-, JSON- and HTML-escaped, in hex
+    and in base64."""
     escaped = orjson.dumps(secret).decode()[1:-1]
     found = {quote(secret, safe=""), quote_plus(secret), escaped, escaped.replace("/", "\\/")}
-    found |= {html.escape(secret), *_base64(secret.encode())}
+    found |= {html.escape(secret), secret[::-1], secret.encode().hex()}
+    found |= _base64(secret.encode())
     return {part for part in found if len(part) >= MIN_PART} | {secret}
 
 
@@ -148,8 +150,10 @@ def _base64(secret: bytes) -> set[str]:
 
 class Scrubber:
     """Replaces the given secrets, in every encoding ``encodings`` knows and in any case,
-    with ``REDACTED``. One is made for every request and most succeed: ``secrets`` (a
-    generator, say) is read only once a text needs scrubbing."""
+    with ``REDACTED``; a form of ``SPREAD_FROM`` letters and digits or more also when other
+    characters sit between its letters and digits (``s-e-c-r-e-t``, a UTF-16 text read as
+    bytes, base64 broken into lines). One is made for every request and most succeed:
+    ``secrets`` (a generator, say) is read only once a text needs scrubbing."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self._secrets = secrets
@@ -164,13 +168,38 @@ class Scrubber:
     def _pattern(self) -> re.Pattern[str]:
         return re.compile("|".join(map(re.escape, self._forms)), re.IGNORECASE)
 
+    @cached_property
+    def _spread(self) -> re.Pattern[str] | None:
+        squeezed = {_NOT_ALNUM.sub("", form).lower() for form in self._forms}
+        long = sorted((s for s in squeezed if len(s) >= SPREAD_FROM), key=len, reverse=True)
+        return re.compile("|".join(long)) if long else None
+
     def __call__(self, text: str, cut: bool = False) -> str:
         """``text`` without the secrets; ``cut`` says it was cut short, so a secret's start at
         its end is hidden too."""
         if not self._forms:
             return text
-        text = self._pattern.sub(REDACTED, text)
+        text = _without_spread(self._pattern.sub(REDACTED, text), self._spread)
         return _without_started(text, self._forms) if cut else text
+
+
+#: Forms with fewer letters and digits than this are matched only as they are: spread out,
+#: a short one would match across ordinary words.
+SPREAD_FROM = 8
+_NOT_ALNUM = re.compile("[^0-9a-zA-Z]")
+
+
+def _without_spread(text: str, spread: re.Pattern[str] | None) -> str:
+    """``text`` with every span whose letters and digits, read alone, make a form hidden."""
+    if spread is None:
+        return text
+    where = [m.start() for m in re.finditer("[0-9a-zA-Z]", text)]
+    squeezed = "".join(text[n] for n in where).lower()
+    kept, start = [], 0
+    for match in spread.finditer(squeezed):
+        kept += [text[start : where[match.start()]], REDACTED]
+        start = where[match.end() - 1] + 1
+    return "".join(kept) + text[start:]
 
 
 def _without_started(text: str, forms: list[str]) -> str:

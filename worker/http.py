@@ -4,6 +4,8 @@
 4xx fail at once with the status and a body excerpt. Every error text is scrubbed of the
 secrets the request sent (``request_secrets``) before it leaves this module, whatever the
 endpoint echoes: logs, failure records, history, alerts and pages all get the scrubbed text.
+What the peer wrote is kept only as ``worker.excerpt`` allows: decoded, unescaped, scrubbed,
+long token-like runs dropped, printable ASCII, so that no encoding of a secret survives.
 Redirects are never followed: the destination policy judged the URL the task names, not
 wherever a server points.
 
@@ -34,6 +36,7 @@ from warren_cron.signing import SIGNATURE_HEADER, sign
 from warren_cron.webhook import HttpRequest, SecretRef, parse_request
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.destinations import DestinationPolicy
+from warren_cron.worker.excerpt import excerpt, readable
 from warren_cron.worker.resolver import PolicyResolver
 from warren_cron.worker.retry_after import retry_after
 from warren_cron.worker.settings import WorkerSettings
@@ -77,11 +80,13 @@ class HttpTimeout(RetryableError):
 
 @dataclass(slots=True)  # not frozen: one is made per request, and frozen costs a µs
 class Answer:
-    """What an endpoint answered: its status, the start of its body, its ``Retry-After``."""
+    """What an endpoint answered: its status, the start of its body, its ``Retry-After``,
+    the charset its ``Content-Type`` names."""
 
     status: int
     body: bytes
     retry_after: float | None = None
+    charset: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +139,8 @@ def shown(url: URL) -> str:
 
 def why(error: Exception, url: URL, scrub: Scrubber) -> str:
     """An aiohttp error's text (it may quote the peer's answer), with the URL in it shown as
-    ``shown`` shows it and the request's secrets scrubbed."""
-    return scrub(str(error).replace(str(url), shown(url)))
+    ``shown`` shows it and the rest made ``readable`` (the request's secrets scrubbed)."""
+    return shown(url).join(readable(part, scrub) for part in str(error).split(str(url)))
 
 
 def request_secrets(request: HttpRequest, sent: dict[str, str], url: URL) -> Iterator[str]:
@@ -151,14 +156,13 @@ def request_secrets(request: HttpRequest, sent: dict[str, str], url: URL) -> Ite
 
 
 def check_status(method: str, url: URL, answer: Answer, scrub: Scrubber) -> None:
-    """Raise unless the status is 2xx, naming the status and the start of the body, which is
-    scrubbed before it is cut so that no secret straddles the cut."""
+    """Raise unless the status is 2xx, naming the status and the start of the body's
+    ``excerpt``, which is made whole before it is cut so that no secret straddles the cut."""
     status, body = answer.status, answer.body
     if 200 <= status < 300:
         return
-    text = scrub(body.decode("utf-8", "replace"), cut=len(body) >= EXCERPT_BYTES)
-    excerpt = text[:EXCERPT_CHARS]
-    message = f"HTTP {status} from {method} {shown(url)}: {excerpt}"
+    text = excerpt(body, answer.charset, scrub, cut=len(body) >= EXCERPT_BYTES)
+    message = f"HTTP {status} from {method} {shown(url)}: {text[:EXCERPT_CHARS]}"
     if status in RETRYABLE_STATUSES or status >= 500:
         wait = answer.retry_after if status in RETRY_AFTER_STATUSES else None
         raise HttpStatusError(message, status, wait)
@@ -256,7 +260,8 @@ class HttpHandler:
                 if 200 <= status < 300:
                     return Answer(status, await read_body(response, 0))
                 wait = retry_after(response.headers.get("Retry-After"), utcnow())
-                return Answer(status, await read_body(response, EXCERPT_BYTES), wait)
+                body = await read_body(response, EXCERPT_BYTES)
+                return Answer(status, body, wait, response.charset)
         except aiohttp.InvalidURL as error:
             raise PermanentError(f"cannot call {shown(url)}: {why(error, url, scrub)}") from None
         except TimeoutError:
