@@ -258,6 +258,27 @@ async def test_a_credential_shows_masked_and_an_edit_keeps_it(forms: Start, page
     assert (got.spec.every, got.spec.payload) == ("2h", payload)
 
 
+async def test_an_edit_moving_the_url_elsewhere_may_not_keep_the_masked_credential(
+    forms: Start, page: Page
+) -> None:
+    """Saving the form with the URL moved to another host and the Authorization left as ***
+    is refused naming the header; the stored schedule keeps its URL and credential."""
+    system = await forms()
+    payload = {"url": "https://hooks.example/in", "headers": {"Authorization": SECRET}}
+    spec = {"name": "hook", "every": "1h", "task": "http", "payload": payload}
+    await store(system).create(spec, "ops@test")
+    await log_in_with(page, system.url, TOKENS["admin"])
+    await page.goto(system.url + "schedules/hook/edit")
+    shown = await page.get_by_label("Payload (JSON)").input_value()
+    moved = shown.replace("hooks.example", "evil.example")
+    await page.get_by_label("Payload (JSON)").fill(moved)
+    await page.get_by_role("button", name="Save").click()
+    await page.get_by_role("alert").get_by_text("payload.headers.Authorization").wait_for()
+    assert SECRET not in await page.content()
+    got = await store(system).get("hook")
+    assert (got.version, got.spec.payload) == (1, payload)
+
+
 async def test_a_file_schedule_is_shown_read_only_saying_the_file_owns_it(
     forms: Start, page: Page
 ) -> None:
