@@ -7,7 +7,9 @@ runtime schedule cannot quietly shadow a file one. The file's schedules are reco
 managed by ``CRON_SCHEDULES_FILE`` (one name for every scheduler of the namespace). They
 still run from the file (the leader does not run the store's copy of them); a schedule
 dropped from the file is archived in the store. Schedules created at runtime are untouched
-unless the file names them (then the file adopts them, as ``apply`` does).
+unless the file names them (then the file adopts them, as ``apply`` does). A create, or a
+change of a schedule's timing, is recorded at the moment the leader's process first saw it
+in the file (or the term began): the store's ``since``, which the next leader reads.
 
 Unlike the command, which refuses everything on one conflict, a daemon applies what it
 can: each conflict (a schedule managed by another applied file, or changed in the store
@@ -18,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+from datetime import datetime
 
 import structlog
 
+from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE, StoreError
 from warren_cron.scheduler.leader import identity
 from warren_cron.schedules.load import ScheduleSet
-from warren_cron.store.apply import SCHEDULER_FILE, Options, Plan, plan_apply
+from warren_cron.store.apply import SCHEDULER_FILE, Options, Plan, Step, plan_apply
 from warren_cron.store.book import StoreBook
-from warren_cron.store.changes import Change, Kind, spec_json
+from warren_cron.store.changes import Change, Entry, Kind, spec_json
 
 log = structlog.get_logger("scheduler")
 #: The change each step of an apply writes (as ``ScheduleAdmin.apply_step`` does).
@@ -38,8 +43,9 @@ _KINDS: dict[str, Kind] = {
 }
 
 
-async def apply_file(book: StoreBook, file: ScheduleSet) -> Plan:
-    """Make the store hold ``file``'s schedules; conflicts logged, the rest written."""
+async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -> Plan:
+    """Make the store hold ``file``'s schedules; conflicts logged, the rest written;
+    ``first_seen``: when a schedule without a moment of its own was first seen."""
     await book.sync()
     specs = [schedule.spec for schedule in file.schedules]
     plan = plan_apply(specs, dict(book.state.entries), Options(SCHEDULER_FILE, frozenset(), True))
@@ -50,15 +56,28 @@ async def apply_file(book: StoreBook, file: ScheduleSet) -> Plan:
             file=file.source,
         )
     by, reason = f"scheduler {identity()}", f"reload of {file.source}"
+    seen = {s.name: s.since or first_seen for s in file.schedules} if plan.changes() else {}
     for step in plan.changes():
         data = None if step.spec is None else spec_json(step.spec)
         kind = _KINDS[step.action]
-        await book.append(Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE))
+        change = Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE)
+        if _timed(step, book.state.entries.get(step.name)):
+            change = dataclasses.replace(change, at=seen[step.name])
+        await book.append(change)
     if plan.changes():
         log.info(
             "schedules file applied to the store", file=file.source, changes=len(plan.changes())
         )
     return plan
+
+
+def _timed(step: Step, entry: Entry | None) -> bool:
+    # A create or a change of timing: the moment it is owed from, not the moment written.
+    if step.spec is None:
+        return False
+    if step.action == "create" or entry is None:
+        return True
+    return entry.spec.timing_key() != step.spec.timing_key()
 
 
 class FileSync:
@@ -71,6 +90,8 @@ class FileSync:
         self._task: asyncio.Task[None] | None = None
         #: Set after each apply that ran to its end (tests and logs wait on it).
         self.applied = asyncio.Event()
+        #: When the term began: the moment of a schedule first seen at it.
+        self.first_seen = utcnow()
 
     def follow(self, file: ScheduleSet) -> None:
         """Apply ``file`` soon (a newer one given meanwhile replaces it)."""
@@ -85,7 +106,7 @@ class FileSync:
             self._changed.clear()
             assert self._wanted is not None
             try:
-                await apply_file(self._book, self._wanted)
+                await apply_file(self._book, self._wanted, self.first_seen)
             except StoreError as error:
                 # The next reload, or the next leader, applies the file again.
                 log.warning("schedules file not applied to the store", error=str(error))

@@ -9,7 +9,9 @@ wake-up, each schedule's ``catch_up`` keeps:
 - ``latest`` (default): the most recent fire within ``misfire_grace_seconds``;
 - ``skip``: only a fire that is on time.
 
-Every fire not kept is reported as skipped, with the reason.
+Every fire not kept is reported as skipped, with the reason. Only fires a schedule was owed
+are due at all: none before its ``since`` (its creation, the change of its timing, or the
+reload that added it to the file), however long ago the last wake-up was.
 """
 
 from __future__ import annotations
@@ -97,6 +99,20 @@ def first_after(schedule: Schedule, after: datetime) -> datetime | None:
     while fire is not None and schedule.due(fire) <= after:
         fire = schedule.next_fire(fire)
     return fire
+
+
+def first_seen(old: ScheduleSet, new: ScheduleSet, now: datetime) -> ScheduleSet:
+    """``new`` with each schedule that ``old`` lacked, or that fires otherwise there, owed from
+    ``now``; the others keep the moment they had."""
+    before = {s.name: s for s in old.schedules}
+    marked: list[Schedule] = []
+    for schedule in new.schedules:
+        prior = before.get(schedule.name)
+        if prior is None or prior.spec.timing_key() != schedule.spec.timing_key():
+            marked.append(schedule.owed_from(now))
+        else:
+            marked.append(schedule.owed_from(prior.since))
+    return ScheduleSet(new.source, tuple(marked))
 
 
 class FireHeap:

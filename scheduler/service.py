@@ -27,6 +27,7 @@ from warren_cron.errors import ScheduleError, TopologyError
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import LEADING
 from warren_cron.scheduler.beat import beating
+from warren_cron.scheduler.firing import first_seen
 from warren_cron.scheduler.leader import LeaderLock, identity, lease_seconds, open_connection
 from warren_cron.scheduler.publisher import PUBLISH_ERRORS, LeadershipLost, wait_for_event
 from warren_cron.scheduler.settings import SchedulerSettings
@@ -89,7 +90,9 @@ class Scheduler:
         except ScheduleError as error:
             _log_rejected(error)
             return False
-        self.schedules = schedules
+        # Added or retimed now: no fire from before this reload is owed (the leader's apply
+        # records the moment in the store, for the next leader).
+        self.schedules = first_seen(self.schedules, schedules, self.clock())
         if self.on_reload is not None:
             self.on_reload()
         self.wake.set()

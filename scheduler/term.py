@@ -132,7 +132,7 @@ class Term:
         # The cursor first: fires due while the pauses are read come late, but none is lost.
         cursor = await self._start_cursor(watermark)
         await self.pauses.start(connection)  # before the first fire: a paused schedule stays so
-        await runtime.start(connection)
+        await runtime.start(connection, cursor, owner.clock())
         heap = FireHeap(runtime.combined(owner.schedules), cursor)
         owner.leading.set()
         LEADING.set(1)

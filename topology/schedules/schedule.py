@@ -36,6 +36,9 @@ class Schedule:
     #: No fire after this: ``stop_at``, or the last of ``runs`` fires, whichever is first.
     end: datetime | None = None
     excluded: frozenset[date] = frozenset()
+    #: Fires are owed from here on: the schedule's creation or the last change of its timing
+    #: (None: not known here, no bound). ``runs`` without ``start_at`` counts from it.
+    since: datetime | None = None
 
     @property
     def name(self) -> str:
@@ -43,17 +46,33 @@ class Schedule:
         return self.spec.name
 
     def next_fire(self, after: datetime) -> datetime | None:
-        """The first fire strictly after ``after``, within ``start_at``/``stop_at``."""
+        """The first fire strictly after ``after``, within ``start_at``/``stop_at``, and
+        never before ``since``: a fire from before the schedule existed was never owed."""
         if not self.spec.enabled:
             return None
-        if self.start_at is not None and after < self.start_at:
-            after = self.start_at - _TICK
+        first = self.owed_start
+        if first is not None and after < first:
+            after = first - _TICK
         fire = self.timing.next_after(after)
         while fire is not None and self.excluded and self.local_date(fire) in self.excluded:
             fire = self.timing.next_after(self._day_end(fire))
         if fire is None or (self.end is not None and fire > self.end):
             return None
         return fire
+
+    @property
+    def owed_start(self) -> datetime | None:
+        """The first moment a fire may be at: the later of ``start_at`` and ``since``."""
+        if self.since is None or (self.start_at is not None and self.start_at > self.since):
+            return self.start_at
+        return self.since
+
+    def owed_from(self, since: datetime | None) -> Schedule:
+        """This schedule with its fires owed from ``since`` (``runs`` counted from it)."""
+        if since == self.since:
+            return self
+        moved = dataclasses.replace(self, since=since, end=self.stop_at)
+        return _limit_runs(moved) if self.spec.runs is not None else moved
 
     def completed(self, now: datetime) -> bool:
         """True once the last fire ``stop_at`` or ``runs`` allows is past: it never fires again."""
@@ -125,9 +144,13 @@ class Schedule:
 
 
 def build_schedule(
-    spec: ScheduleSpec, defaults: CronSettings, default_plan: RetryPlan | None = None
+    spec: ScheduleSpec,
+    defaults: CronSettings,
+    default_plan: RetryPlan | None = None,
+    since: datetime | None = None,
 ) -> Schedule:
-    """Resolve a valid spec: timing, bounds and retry plan (``default_plan`` if it has none)."""
+    """Resolve a valid spec: timing, bounds and retry plan (``default_plan`` if it has none);
+    ``since``: when its fires are first owed (its creation, or the last change of its timing)."""
     start, stop = spec.bounds()
     timing: Timing
     if spec.cron is not None:
@@ -138,15 +161,26 @@ def build_schedule(
     plan = spec.retry.plan(defaults) if spec.retry else default_plan or defaults.default_plan()
     grace = timedelta(seconds=spec.misfire_grace_seconds)
     excluded = frozenset(spec.exclude)
-    built = Schedule(spec, timing, plan, start, stop, _routing_key(plan), grace, stop, excluded)
+    built = Schedule(
+        spec, timing, plan, start, stop, _routing_key(plan), grace, stop, excluded, since
+    )
     return _limit_runs(built) if spec.runs is not None else built
 
 
 def _limit_runs(schedule: Schedule) -> Schedule:
-    # The n-th fire from start_at is a time every scheduler computes alike, so the count
-    # survives failover without a counter anywhere: ``runs`` is a computed ``stop_at``.
-    assert schedule.start_at is not None and schedule.spec.runs is not None  # validated
-    fires = schedule.fires(schedule.start_at - _TICK, schedule.spec.runs)
+    # The n-th fire from start_at (or from the creation the store recorded) is a time every
+    # scheduler computes alike, so the count survives failover without a counter anywhere:
+    # ``runs`` is a computed ``stop_at``. Neither known (a file schedule read outside the
+    # scheduler): no count, the scheduler gives the time before it fires anything.
+    assert schedule.spec.runs is not None
+    if schedule.start_at is not None:  # counted from it, whenever the schedule was made
+        counted = dataclasses.replace(schedule, since=None)
+    elif schedule.since is not None:
+        counted = schedule
+    else:
+        return schedule
+    assert counted.owed_start is not None
+    fires = counted.fires(counted.owed_start - _TICK, schedule.spec.runs)
     if len(fires) < schedule.spec.runs:
         return schedule
     return dataclasses.replace(schedule, end=fires[-1])

@@ -27,8 +27,12 @@ from warren_cron.webhook import parse_request
 Concurrency = Literal["Allow", "Forbid", "Replace"]
 CatchUp = Literal["skip", "latest", "all"]
 DEFAULT_GRACE_SECONDS = 3600.0
-#: ``runs`` is turned into the time of the last fire by counting fires from ``start_at``.
+#: ``runs`` is turned into the time of the last fire by counting fires from ``start_at`` (or,
+#: without one, from the schedule's creation or the last change of its timing).
 MAX_RUNS = 1000
+#: The fields that say when a schedule fires: a change of one of them makes the schedule
+#: new as far as its fires go (none owed before the change, ``runs`` counted anew).
+TIMING_FIELDS = ("cron", "every", "timezone", "start_at", "stop_at", "runs", "jitter", "exclude")
 MAX_EXCLUDED = 1000
 #: A delay longer than this is a different schedule, not jitter.
 MAX_JITTER = "1h"
@@ -88,7 +92,8 @@ class ScheduleSpec(BaseModel):
     stop_at: datetime | None = None
     #: The monitor alerts when no run succeeded for this long (``26h``).
     expect_success_within: str | None = None
-    #: Stop after this many fires, counted from ``start_at``; then the schedule is completed.
+    #: Stop after this many fires, counted from ``start_at`` (without one: from the schedule's
+    #: creation, or the last change of its timing); then the schedule is completed.
     runs: int | None = Field(None, ge=1, le=MAX_RUNS)
     #: Each fire waits a delay up to this bound, the same for a given run id everywhere.
     jitter: str | None = None
@@ -157,11 +162,13 @@ class ScheduleSpec(BaseModel):
         start, stop = self.bounds()
         if start is not None and stop is not None and stop <= start:
             raise ValueError(f"stop_at: {utc_text(stop)} is not after start_at {utc_text(start)}")
-        if self.runs is not None and start is None:
-            raise ValueError("runs: give start_at too: the fires are counted from it")
         if self.every is not None and self.jitter_ms >= (parse_ms(self.every) or 0):
             raise ValueError(f"jitter: {self.jitter} must be shorter than every = {self.every}")
         return self
+
+    def timing_key(self) -> tuple[object, ...]:
+        """The fields of ``TIMING_FIELDS`` and ``enabled``: equal when two specs fire alike."""
+        return (*(getattr(self, name) for name in TIMING_FIELDS), self.enabled)
 
     @property
     def jitter_ms(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from aio_pika.abc import AbstractConnection
@@ -279,11 +280,11 @@ class ScheduleAdmin:
             )
         return entry
 
-    def _completed(self, spec: ScheduleSpec) -> bool:
+    def _completed(self, spec: ScheduleSpec, since: datetime | None) -> bool:
         if spec.stop_at is None and spec.runs is None:
             return False  # the common case, without building the schedule
         try:
-            return build_schedule(spec, self.settings).completed(utcnow())
+            return build_schedule(spec, self.settings, since=since).completed(utcnow())
         except PlanError:
             return False
 
@@ -295,10 +296,9 @@ class ScheduleAdmin:
     def _stored(self, name: str, entry: Entry, pauses: dict[str, Pause]) -> StoredSchedule:
         pause = pauses.get(name)
         status: Status = entry.status
-        if status == "active" and self._completed(entry.spec):
+        if status == "active" and self._completed(entry.spec, entry.since):
             status = "completed"
         elif status == "active" and pause is not None:
             status = "paused"
-        return StoredSchedule(
-            name, entry.spec, entry.version, status, entry.history, pause, entry.manager
-        )
+        fields = (entry.spec, entry.version, status, entry.history, pause, entry.manager)
+        return StoredSchedule(name, *fields, entry.since)

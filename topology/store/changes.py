@@ -102,6 +102,9 @@ class Entry:
     #: ``to_json()`` encoded, kept once made: an entry is replaced, never changed, by a
     #: change, so each snapshot re-encodes only the entries changed since the last one.
     encoded: orjson.Fragment | None = field(default=None, repr=False, compare=False)
+    #: When its fires are first owed: the ``at`` of its create, or of the last change of its
+    #: timing (``TIMING_FIELDS``); for a record written before it was kept, see ``from_json``.
+    since: datetime | None = None
 
     def fragment(self) -> orjson.Fragment:
         """``to_json()`` as JSON, made once."""
@@ -120,6 +123,7 @@ class Entry:
             "history": self.history,
             "manager": self.manager,
             "applied": self.applied,
+            **({"since": utc_text(self.since)} if self.since else {}),
         }
 
     @classmethod
@@ -141,7 +145,24 @@ class Entry:
             manager,
             int(data.get("applied", 0)),
             data["spec"],
+            since=_moment(data.get("since")) or _created(data["history"]),
         )
+
+
+def _created(history: list[dict[str, Any]]) -> datetime | None:
+    # A record without ``since``: its last create, else the oldest change the history holds
+    # (the schedule existed then), else unknown: no bound, as before the time was kept.
+    made = [item for item in history if isinstance(item, dict) and item.get("kind") == "create"]
+    known = made[-1] if made else history[0] if history and isinstance(history[0], dict) else {}
+    return _moment(known.get("at"))
+
+
+def _moment(text: object) -> datetime | None:
+    # A time in a record; one unreadable counts as unknown (no bound), as a missing one.
+    try:
+        return datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 def spec_json(spec: ScheduleSpec) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def file_row(schedule: Schedule, pause: Pause | None, now: datetime) -> dict[str
 
 def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -> dict[str, Any]:
     """One runtime schedule as ``list`` shows it."""
-    schedule = build_schedule(stored.spec, settings)
+    schedule = build_schedule(stored.spec, settings, since=stored.since)
     live = stored.status in ("active", "completed")
     following = upcoming_fire(schedule, not live, now)
     return {

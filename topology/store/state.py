@@ -8,6 +8,8 @@ refused leaves nothing behind but its place in the log.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import ValidationError
 
 from warren_cron.errors import (
@@ -79,6 +81,7 @@ class StoreState:
         self.entries[change.name] = Entry(
             spec, change.version, status, history, *_managed(change, entry)
         )
+        self.entries[change.name].since = _since(change, entry, spec)
         if trusted:  # its JSON is at hand: a snapshot need not dump it again
             self.entries[change.name].spec_data = change.spec
         return None
@@ -92,6 +95,16 @@ def _managed(change: Change, entry: Entry | None) -> tuple[str | None, int]:
     if entry is None or change.kind == "create":
         return None, 0
     return entry.manager, entry.applied
+
+
+def _since(change: Change, entry: Entry | None, spec: ScheduleSpec) -> datetime | None:
+    # A create, or a change of when it fires, makes the schedule new as far as its fires go:
+    # none before it is owed (a leader idle since before it must not publish one).
+    if entry is None or change.kind == "create":
+        return change.at
+    if change.kind == "update" and entry.spec.timing_key() != spec.timing_key():
+        return change.at
+    return entry.since
 
 
 def _new_spec(change: Change, entry: Entry | None, checked: ScheduleSpec | None) -> ScheduleSpec:

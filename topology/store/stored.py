@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from warren_cron.clock import utc_text
@@ -27,6 +28,8 @@ class StoredSchedule:
     pause: Pause | None = None
     #: The file whose apply manages it (``CRON_SCHEDULES_FILE``: the scheduler's own file).
     manager: str | None = None
+    #: When its fires are first owed: its creation, or the last change of its timing.
+    since: datetime | None = None
 
     @property
     def from_file(self) -> bool:
