@@ -111,8 +111,10 @@ def destination(url: Any) -> Destination | None:
 def _moved(url: Any, stored: Any) -> str | None:
     """How the destination changed (``old -> new``), or None when it did not (or nothing
     was stored, as in a create)."""
+    if not isinstance(stored, str):
+        return None
     old, new = destination(stored), destination(url)
-    if old is None or old == new:
+    if old is not None and old == new:
         return None
     return f"the URL went to {_shown(old)} and now goes to {_shown(new)}"
 
