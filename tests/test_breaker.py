@@ -19,9 +19,10 @@ from warren_cron.client import Client
 from warren_cron.clock import utcnow
 from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.waits import eventually
+from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.breaker import Breaker, BreakerConfig, State
 from warren_cron.worker.fleet import Report, read_report
-from warren_cron.worker.flow import destination
+from warren_cron.worker.flow import cause, destination
 
 CONFIG = BreakerConfig(error_rate=0.5, window_seconds=10, min_volume=4, open_seconds=5)
 DEST = "http://api.example:80"
@@ -61,6 +62,30 @@ def test_an_open_circuit_says_which_failures_opened_it() -> None:
     assert breaker.opened_by(DEST) == (
         "opened by 4 of 6 attempts failing over 10 s, HTTP 503 x3, timeout x1"
     )
+
+
+@pytest.mark.parametrize(
+    ("result", "said"),
+    [
+        (
+            Result(Outcome.RETRYABLE, "exception", "HttpStatusError: HTTP 503 from ...", 503),
+            "HTTP 503",
+        ),
+        (Result(Outcome.RETRYABLE, "timeout", "HttpTimeout: no complete answer"), "timeout"),
+        (
+            Result(
+                Outcome.RETRYABLE, "exception", "RetryableError: ClientConnectorError calling x"
+            ),
+            "ClientConnectorError",
+        ),
+        (Result(Outcome.RETRYABLE, "exception", "not a type: at all"), "exception"),
+    ],
+)
+def test_a_failures_cause_is_its_status_a_timeout_or_the_network_errors_type(
+    result: Result, said: str
+) -> None:
+    """What an open circuit names: the status, a timeout, or which network error it was."""
+    assert cause(result) == said
 
 
 def test_a_report_carries_the_causes_of_this_workers_errors() -> None:

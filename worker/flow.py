@@ -65,7 +65,9 @@ def cause(result: Result) -> str:
     ``timeout``, or the network error's type (``ClientConnectorError``)."""
     if result.http_status is not None:
         return f"HTTP {result.http_status}"
-    kind = (result.error or "").partition(":")[0]
+    kind, _, rest = (result.error or "").partition(": ")
+    if kind == "RetryableError":  # the http task names the client's error first
+        kind = rest.partition(" ")[0]
     return kind if result.reason == "exception" and kind.isidentifier() else result.reason
 
 
