@@ -103,6 +103,25 @@ def test_a_huge_key_is_a_digest_of_bounded_length() -> None:
 
 
 @pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"url": "https://h.example/run?token=SECRET123"}, "url"),
+        ({"url": "https://ops:SECRET123@h.example/run"}, "url"),
+        ({"api_token": "SECRET123"}, "api_token"),
+    ],
+)
+def test_a_key_that_may_be_a_credential_is_named_by_its_digest(
+    payload: dict[str, str], field: str
+) -> None:
+    """A URL with a token or password, or a field of a sensitive name, never shows as the
+    key's text (keys show in deferrals and connection names); two secrets stay apart."""
+    key = key_value(payload, field)
+    other = key_value({field: payload[field].replace("SECRET123", "SECRET124")}, field)
+    assert key.startswith("sha256:") and "SECRET" not in key and key != other
+    assert key_value({"url": "https://h.example/run?team=blue"}, "url").startswith("https://")
+
+
+@pytest.mark.parametrize(
     ("url", "host"),
     [
         ("http://api.example:8001/a", "api.example"),

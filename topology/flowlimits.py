@@ -4,8 +4,10 @@ carry to the workers (``worker/slots.py`` and ``worker/rates.py`` apply them).
 
 A key is made from a message, so it is bounded here: a value longer than ``MAX_KEY_TEXT``
 is replaced by a digest of itself, a missing or null value is ``-``, a value that is no
-string or number is its JSON, digested when long. Queue names use a digest of the key in
-any case, so a key never reaches the broker as text.
+string or number is its JSON, digested when long. A value that may be a credential (a field
+of a sensitive name, such as ``api_token``, or a URL with a password or a sensitive query
+value) is always its digest: keys show in deferrals, history and connection names. Queue
+names use a digest of the key in any case.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from functools import lru_cache
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from yarl import URL
+
+from warren_cron.redaction import masked_url, sensitive_param
 
 #: Most attempts at once one key may have: each free slot looked for is a declaration.
 MAX_SLOTS = 100
@@ -78,7 +82,11 @@ def key_value(payload: object, selector: str) -> str:
     if selector == HOST:
         url = payload.get("url")
         return url_host(url) if isinstance(url, str) else "-"
-    return _bounded(payload.get(selector))
+    value = payload.get(selector)
+    # Keys name connections and show in deferrals and history: a credential (a sensitive
+    # field's value, a URL with a password or token) is named by its digest, never as text.
+    hidden = sensitive_param(selector) or (isinstance(value, str) and masked_url(value) != value)
+    return _bounded(value, hidden)
 
 
 def scoped_key(scope: str, selector: str | None, payload: object) -> str:
@@ -99,7 +107,7 @@ def url_host(url: str) -> str:
     return _bounded(host.lower()) if host else "-"
 
 
-def _bounded(value: object) -> str:
+def _bounded(value: object, hidden: bool = False) -> str:
     if value is None:
         return "-"
     if isinstance(value, str | int | float) and not isinstance(value, bool):
@@ -109,7 +117,7 @@ def _bounded(value: object) -> str:
             text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
         except TypeError:
             text = repr(value)
-    if len(text) <= MAX_KEY_TEXT:
+    if len(text) <= MAX_KEY_TEXT and not hidden:
         return text
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
