@@ -116,8 +116,9 @@ class Cancels:
         """Follow again on a new channel from where the follower was (its start finds where
         the stream ends now), and wait until the follower has read that far."""
         # A new consumer, not only the one the reconnect restored: that one may have been
-        # attached before the stream ran again, and missed a cancel stored just after.
-        await self._follower.stop()
+        # attached before the stream ran again, and missed a cancel stored just after. The
+        # old channel is closed: left open, the connection restores it on every reconnect.
+        await self._follower.close()
         await self._follower.start(connection)
         await self._caught_up()
 

@@ -19,7 +19,9 @@ from aio_pika.abc import (
     AbstractQueue,
     ConsumerTag,
 )
+from aiormq.exceptions import ChannelInvalidStateError
 
+from warren_cron.broker.held import close_quietly
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 from warren_cron.history.reader import consuming, last_offset, stream_offset
@@ -48,6 +50,7 @@ class StreamFollower:
         self._arguments: dict[str, Any] = {}
         self._queue: AbstractQueue | None = None
         self._tag: ConsumerTag | None = None
+        self._channel: AbstractChannel | None = None
 
     @property
     def caught_up(self) -> bool:
@@ -57,7 +60,7 @@ class StreamFollower:
     async def start(self, connection: AbstractConnection) -> None:
         """Start consuming; the stream must exist. A stream that cannot be read yet leaves
         no channel behind for a caller trying again."""
-        await consuming(connection, self._consume)
+        self._channel, _ = await consuming(connection, self._consume)
 
     async def _consume(self, channel: AbstractChannel) -> None:
         # Streams serve only consumers with a prefetch, and need acks to go on delivering.
@@ -82,6 +85,17 @@ class StreamFollower:
                 await self._queue.cancel(self._tag)
             self._tag = None
 
+    async def close(self) -> None:
+        """Stop consuming and close the channel, for a follower started again on a new one:
+        a robust connection restores every channel left open after each reconnect, so each
+        would hold one more channel on the broker for good."""
+        await self.stop()
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            # A delivery still being handed over acks on a closing channel: its ack is
+            # refused here (see _on_message), never sent to a channel the broker closed.
+            await close_quietly(channel)
+
     def _hand_over(self, body: bytes, offset: int) -> None:
         """Hand one message over: its events, decoded (a follower of another stream reads
         its own kind of message)."""
@@ -93,4 +107,7 @@ class StreamFollower:
             self._hand_over(message.body, offset)
             self.offset = offset
             self._arguments["x-stream-offset"] = offset + 1
-        await message.ack()
+        # A channel closed meanwhile (close(), a lost connection): a stream needs no ack but
+        # for flow, and the message was handed over already.
+        with contextlib.suppress(ChannelInvalidStateError):
+            await message.ack()

@@ -29,6 +29,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.batch import publish_batch
 from warren_cron.broker.connect import publish_channel
+from warren_cron.broker.held import close_quietly
 from warren_cron.codec import Outgoing
 from warren_cron.history.events import join
 from warren_cron.history.losses import Losses, Report
@@ -45,6 +46,8 @@ CONFIRM_SECONDS = 5.0
 REDECLARE_SECONDS = 10.0
 #: How often a publisher with no events to send tries to send its report of a loss.
 REPORT_SECONDS = 1.0
+#: How long closing a channel a failed write left may take (its connection may be down).
+CLOSE_SECONDS = 1.0
 
 
 class HistoryPublisher:
@@ -155,7 +158,7 @@ class HistoryPublisher:
             # Whatever goes wrong (a robust connection mid-reconnect raises RuntimeError), the
             # batch is dropped and counted, and the publisher lives on for the next one.
             self._unsent(len(batch), report, f"{type(trouble).__name__}: {trouble}")
-            self._channel = None
+            await self._forget()
             return
         if error is not None:
             self._unsent(len(batch), report, f"{type(error).__name__}: {error}")
@@ -173,8 +176,19 @@ class HistoryPublisher:
     async def _ready(self) -> AbstractChannel:
         if self._channel is None or self._channel.is_closed:
             assert self._connection is not None, "start() first"
+            await self._forget()
             self._channel = await publish_channel(self._connection)
         return self._channel
+
+    async def _forget(self) -> None:
+        """Close the channel a failed write leaves behind: a robust connection reopens every
+        channel not closed after each reconnect, so each outage would keep one more."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            # Bounded: the connection may be down, and the next batch must not wait on it.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_SECONDS):
+                    await close_quietly(channel)
 
     async def _declare(self) -> None:
         assert self._connection is not None
