@@ -7,9 +7,11 @@ import asyncio
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.namespace import TestBroker
+from tests.pausing import schedules_script
 from tests.scheduling import (
     Schedulers,
     every,
@@ -154,7 +156,7 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
     broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
 ) -> None:
     """runs = 2 alone: two fires after the creation (the store's) or the load (the file's),
-    then the schedule is completed and nothing more is planned."""
+    then the schedule is completed (``schedules list`` says so) and nothing more is planned."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("twice", "1s", runs=2))
     leader = await schedulers.start(path)
@@ -170,6 +172,11 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
     await eventually(lambda: leader.next_fire_at is None, 15, what="no fire left planned")
     assert len(await fire_times(broker, "twice")) == 2
     assert len(await fire_times(broker, "thrice")) == 3
+    listed = orjson.loads((await schedules_script(broker, path, "list", "--json")).stdout)
+    assert [(r["name"], r["status"]) for r in listed] == [
+        ("twice", "completed"),
+        ("thrice", "completed"),
+    ]
 
 
 async def _status_completed(client: Client) -> bool:

@@ -35,7 +35,7 @@ from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
-from warren_cron.store.listing import file_row, listed, runtime_row
+from warren_cron.store.listing import file_row, listed, owed_file, runtime_row
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -187,7 +187,8 @@ async def cmd_list(context: Context, args: argparse.Namespace) -> int:
         pauses = await read_pauses(connection, context.names)
         stored = await (await store.started(context.settings, connection)).list()
     now = utcnow()
-    found = [file_row(s, pauses.get(s.name), now) for s in context.schedules.schedules]
+    owed = owed_file(context.schedules.schedules, stored)
+    found = [file_row(s, pauses.get(s.name), now) for s in owed]
     found += [runtime_row(item, context.settings, now) for item in listed(stored)]
     if args.json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())

@@ -43,6 +43,13 @@ def runtime_row(stored: StoredSchedule, settings: CronSettings, now: datetime) -
     }
 
 
+def owed_file(schedules: tuple[Schedule, ...], stored: list[StoredSchedule]) -> list[Schedule]:
+    """The file's schedules with the moment their store copies hold (the leader recorded it):
+    ``runs`` without ``start_at`` is counted from it, as the scheduler counts it."""
+    moments = {item.name: item.since for item in stored if item.from_file}
+    return [s.owed_from(moments.get(s.name, s.since)) for s in schedules]
+
+
 def listed(stored: list[StoredSchedule]) -> list[StoredSchedule]:
     """The runtime schedules a list shows: the store's copies of the scheduler's own file's
     schedules are left out (the file's rows show them)."""
