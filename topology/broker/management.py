@@ -1,8 +1,10 @@
-"""The few management-API reads ``warren doctor`` makes when given ``--management-url``.
+"""The few management-API reads ``warren doctor`` and ``warren namespace delete`` make when
+given ``--management-url``.
 
-What AMQP cannot tell: the metadata store (feature flag ``khepri_db``), the cluster's nodes,
-the exchange types the plugins add, and a queue's policy (a delivery limit or consumer timeout
-set by policy overrides nothing warren declares, but applies). Credentials come from the URL
+What AMQP cannot tell: the names of the queues and exchanges (to find all of a namespace),
+the metadata store (feature flag ``khepri_db``), the cluster's nodes, the exchange types the
+plugins add, and a queue's policy (a delivery limit or consumer timeout set by policy
+overrides nothing warren declares, but applies). Credentials come from the URL
 (``http://user:pass@host:15672/``), else from the AMQP URL; they never appear in an error.
 """
 
@@ -10,13 +12,20 @@ from __future__ import annotations
 
 import base64
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import aiohttp
 
 
 class ManagementError(RuntimeError):
     """The management API did not answer as asked."""
+
+
+def vhost_and_auth(url: str) -> tuple[str, tuple[str, str]]:
+    """The virtual host and credentials of an AMQP URL (RabbitMQ's defaults where absent)."""
+    parts = urlsplit(url)
+    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    return vhost, (unquote(parts.username or "guest"), unquote(parts.password or "guest"))
 
 
 class Management:
@@ -75,3 +84,8 @@ class Management:
         """A queue's details (arguments, policy, consumers), or None when it does not exist."""
         found: dict[str, Any] | None = await self.get(f"queues/{self.vhost}/{quote(name, safe='')}")
         return found
+
+    async def names(self, kind: str) -> list[str]:
+        """The name of every ``"queues"`` or ``"exchanges"`` of the virtual host."""
+        found = await self.get(f"{kind}/{self.vhost}?columns=name") or []
+        return [str(item["name"]) for item in found]

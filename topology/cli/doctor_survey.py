@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
 from warren_cron.broker.inspect import counts
-from warren_cron.broker.management import Management, ManagementError
+from warren_cron.broker.management import Management, ManagementError, vhost_and_auth
 from warren_cron.broker.probe import (
     DELAYED_TYPE,
     QueueState,
@@ -102,13 +101,6 @@ async def growth(connection: AbstractConnection, queue: str, seconds: float) -> 
     await asyncio.sleep(seconds)
     after = await counts(connection, queue)
     return None if after is None else after[0] - before[0]
-
-
-def vhost_and_auth(url: str) -> tuple[str, tuple[str, str]]:
-    """The virtual host and credentials of an AMQP URL (RabbitMQ's defaults where absent)."""
-    parts = urlsplit(url)
-    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-    return vhost, (unquote(parts.username or "guest"), unquote(parts.password or "guest"))
 
 
 async def over_amqp(settings: CronSettings, timeouts: Timeouts, watch: float) -> Survey:

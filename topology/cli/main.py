@@ -33,6 +33,9 @@ SUBCOMMANDS = {
     "failed": Subcommand("warren_cron.cli.failed", "list, show, replay, purge failed tasks"),
     "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
     "doctor": Subcommand("warren_cron.cli.doctor", "check the broker for what warren needs"),
+    "namespace": Subcommand(
+        "warren_cron.cli.namespace", "delete a namespace: every queue, stream and exchange"
+    ),
     "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
     "runs": Subcommand("warren_cron.cli.runs", "one run's state and result; wait for or cancel it"),
     "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),

@@ -1,0 +1,225 @@
+"""Tearing a namespace down: every queue, stream and exchange warren declared in it, found,
+checked for connected warren processes, then deleted.
+
+How they are found. With a management API, its list of the virtual host's queues and
+exchanges, each name matched by its exact shape (``namespace_shapes``): everything, per-key
+queues included. Without one (AMQP cannot list), the names warren can compute are looked up
+by passive declares: the fixed ones, the 28 delay levels, and the retry and landing queues of
+every plan known (the CRON_* default, the schedules file, the runtime store, the failed
+records, and those given); the queues made per key (idempotency keys, crash marks, run locks,
+concurrency slots, rate windows) cannot be found that way, and ``Teardown.unseen`` says so.
+
+A warren process is connected when a queue of the namespace has consumers (the workers on
+the main queue, the monitor on its queue, the scheduler on its leader lock, readers of the
+streams) or an exclusive queue is held (a running task's lock or slot). The deletion is then
+refused (``NamespaceInUse``) unless forced; forced, a running worker declares its queues
+again, as it does whenever its queue is deleted under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from aio_pika.abc import AbstractConnection
+from aiormq.exceptions import AMQPError, ChannelLockedResource, ChannelNotFoundEntity
+
+from warren_cron.broker.connect import connect, open_channel
+from warren_cron.broker.held import close_quietly
+from warren_cron.broker.management import Management, vhost_and_auth
+from warren_cron.delay import delay_objects
+from warren_cron.errors import WarrenError
+from warren_cron.names import Names
+from warren_cron.ops.namespace_plans import known_plan_keys
+from warren_cron.ops.namespace_shapes import owned
+from warren_cron.runtime.settings import CronSettings
+
+Kind = Literal["queue", "stream", "exchange"]
+#: What the listing without a management API cannot see.
+UNSEEN = (
+    "queues made per key (idempotency keys, crash marks, run locks, concurrency slots, rate "
+    "windows) are found only through the management API: give --management-url"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One object of the namespace as the broker showed it."""
+
+    name: str
+    kind: Kind
+    messages: int = 0
+    consumers: int = 0
+    #: An exclusive queue another connection holds (a running task's lock or slot).
+    held: bool = False
+
+
+@dataclass(slots=True)
+class Teardown:
+    """What a teardown found, who is connected, and what it deleted."""
+
+    namespace: str
+    #: ``management`` when the management API listed the virtual host, else ``amqp``.
+    listed_by: str
+    objects: list[Found]
+    #: One line per queue with warren processes on it: how many, which queue, who.
+    connected: list[str]
+    deleted: list[str] = field(default_factory=list)
+    #: Objects that could not be deleted, each with why.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: What the listing cannot see; empty when it sees everything.
+    unseen: str = ""
+
+    def count(self, kind: Kind) -> int:
+        """How many objects of ``kind`` were found."""
+        return sum(1 for found in self.objects if found.kind == kind)
+
+    def to_json(self) -> dict[str, Any]:
+        """The result for machines (``--json``, and the HTTP API later)."""
+        return {**asdict(self), "objects": [asdict(found) for found in self.objects]}
+
+
+class NamespaceInUse(WarrenError):
+    """Warren processes are connected to the namespace: stop them first, or force."""
+
+    def __init__(self, found: Teardown) -> None:
+        super().__init__(f"connected to namespace {found.namespace}: {'; '.join(found.connected)}")
+        self.found = found
+
+
+def roles(names: Names) -> dict[str, str]:
+    """Who consumes each queue that tells of a process."""
+    return {
+        names.main_queue: "a worker",
+        names.monitor_queue: "a monitor",
+        names.leader_queue: "a scheduler (its leader lock)",
+        names.beat_stream: "a scheduler or monitor reading the beats",
+    }
+
+
+def who(names: Names, found: Found) -> str:
+    """One line naming the processes on ``found``."""
+    if found.held:
+        return f"{found.name} is held by a running task of a connected worker"
+    role = roles(names).get(found.name, "a warren process")
+    plural = "s" if found.consumers > 1 else ""
+    return f"{found.consumers} consumer{plural} on {found.name} ({role})"
+
+
+async def survey(
+    settings: CronSettings, management_url: str | None = None, plans: Iterable[str] = ()
+) -> Teardown:
+    """Find every object of ``settings.namespace`` and who is connected; changes nothing."""
+    names = Names(settings.namespace)
+    async with await connect(settings, "warren-namespace", log_outages=False) as connection:
+        if management_url:
+            queues, exchanges = await listed(settings, management_url)
+        else:
+            queues, exchanges = await computed(connection, settings, plans)
+        objects = await probed(connection, names, queues)
+        objects += [await probe_exchange(connection, name) for name in exchanges]
+    kept = [found for found in objects if found is not None]
+    busy = [who(names, found) for found in kept if found.consumers or found.held]
+    listed_by = "management" if management_url else "amqp"
+    return Teardown(names.namespace, listed_by, kept, busy, unseen="" if management_url else UNSEEN)
+
+
+async def delete(
+    settings: CronSettings,
+    *,
+    force: bool = False,
+    management_url: str | None = None,
+    plans: Iterable[str] = (),
+) -> Teardown:
+    """Delete every object of ``settings.namespace``; ``NamespaceInUse`` while warren
+    processes are connected, unless ``force``."""
+    found = await survey(settings, management_url, plans)
+    if found.connected and not force:
+        raise NamespaceInUse(found)
+    async with await connect(settings, "warren-namespace", log_outages=False) as connection:
+        for item in found.objects:
+            problem = await remove(connection, item)
+            if problem is None:
+                found.deleted.append(item.name)
+            else:
+                found.failed[item.name] = problem
+    return found
+
+
+async def listed(settings: CronSettings, url: str) -> tuple[list[str], list[str]]:
+    """The namespace's queues and exchanges among those the management API lists."""
+    vhost, auth = vhost_and_auth(settings.urls[0])
+    api = Management(url, vhost, auth)
+    queues, exchanges = await api.names("queues"), await api.names("exchanges")
+    return owned(settings.namespace, queues, exchanges)
+
+
+async def computed(
+    connection: AbstractConnection, settings: CronSettings, plans: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The names warren can compute for the namespace: fixed, delay levels, known plans."""
+    names = Names(settings.namespace)
+    keys = sorted(await known_plan_keys(connection, settings, plans))
+    delay_queues, delay_exchanges = delay_objects(names, keys)
+    return [*names.queues(keys), *delay_queues], [*names.exchanges, *delay_exchanges]
+
+
+def streams(names: Names) -> set[str]:
+    """The namespace's streams (queues of type stream)."""
+    logs = {names.history_stream, names.control_stream, names.cancels_stream}
+    return {*logs, names.store_log, names.beat_stream}
+
+
+async def probed(
+    connection: AbstractConnection, names: Names, queues: Iterable[str]
+) -> list[Found | None]:
+    """Each of ``queues`` as the broker shows it (None for those that do not exist)."""
+    return [await probe_queue(connection, names, name) for name in queues]
+
+
+async def probe_queue(connection: AbstractConnection, names: Names, name: str) -> Found | None:
+    """Queue ``name``'s messages and consumers by a passive declare; None if it is absent."""
+    kind: Kind = "stream" if name in streams(names) else "queue"
+    channel = await open_channel(connection)
+    try:
+        queue = await channel.declare_queue(name, passive=True)
+    except ChannelNotFoundEntity:
+        return None
+    except ChannelLockedResource:
+        return Found(name, kind, held=True)
+    finally:
+        await close_quietly(channel)
+    result = queue.declaration_result
+    return Found(name, kind, result.message_count or 0, result.consumer_count or 0)
+
+
+async def probe_exchange(connection: AbstractConnection, name: str) -> Found | None:
+    """Exchange ``name``, or None when it does not exist."""
+    channel = await open_channel(connection)
+    try:
+        await channel.declare_exchange(name, passive=True)
+    except ChannelNotFoundEntity:
+        return None
+    finally:
+        await close_quietly(channel)
+    return Found(name, "exchange")
+
+
+async def remove(connection: AbstractConnection, found: Found) -> str | None:
+    """Delete ``found``; None when done (or already gone), else why it was not."""
+    channel = await open_channel(connection)
+    try:
+        if found.kind == "exchange":
+            await channel.exchange_delete(found.name)
+        else:
+            await channel.queue_delete(found.name)
+    except ChannelNotFoundEntity:
+        return None
+    except ChannelLockedResource:
+        return "held by a connected process: it goes when that process disconnects"
+    except AMQPError as error:
+        return f"the broker refused: {type(error).__name__}: {error}"
+    finally:
+        await close_quietly(channel)
+    return None
