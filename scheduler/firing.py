@@ -17,6 +17,7 @@ reload that added it to the file), however long ago the last wake-up was.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -118,12 +119,18 @@ def first_seen(old: ScheduleSet, new: ScheduleSet, now: datetime) -> ScheduleSet
 class FireHeap:
     """Next fire of every enabled schedule, by when it is due (its time plus its jitter)."""
 
-    def __init__(self, schedules: ScheduleSet, after: datetime) -> None:
+    def __init__(
+        self, schedules: ScheduleSet, after: datetime, floors: Mapping[str, datetime] | None = None
+    ) -> None:
+        """``after``: every fire due up to it was handled; ``floors``: a later such moment
+        of some schedules (their last resume)."""
         self.schedules = schedules
         self._by_name = {s.name: s for s in schedules.schedules}
         self._heap: list[tuple[datetime, str, datetime]] = []
+        floors = floors or {}
         for schedule in schedules.schedules:
-            fire = first_after(schedule, after)
+            floor = floors.get(schedule.name)
+            fire = first_after(schedule, after if floor is None else max(after, floor))
             if fire is not None:
                 self._heap.append((schedule.due(fire), schedule.name, fire))
         heapq.heapify(self._heap)

@@ -7,7 +7,8 @@ the broker takes. Commands after it apply as they come, within moments, through 
 failover. A paused schedule's due fires are skipped with the reason ``paused``. A plain
 resume leaves the fires skipped while paused alone (as Kubernetes' ``suspend``);
 ``resume --catch-up`` publishes them under the schedule's ``catch_up`` policy and misfire
-grace, as if a leader had been away that long.
+grace, as if a leader had been away that long. After a plain resume no fire from before it
+is owed, not even to a leader that was away through the pause (``resumed``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class PauseBook:
         #: Per paused schedule: every fire after this was skipped because of the pause.
         self._held_from: dict[str, datetime] = {}
         self._catch_up: list[tuple[str, datetime]] = []
+        #: Per schedule, its last plain resume: no fire before it is owed (a leader that was
+        #: away through the pause and the resume must not catch up the fires it skipped).
+        self.resumed: dict[str, datetime] = {}
         #: The moment up to which the last wake-up took due fires.
         self._popped_up_to: datetime | None = None
         self._channel: AbstractChannel | None = None
@@ -148,6 +152,7 @@ class PauseBook:
             self._held_from[name] = self._popped_up_to or event.at
         elif event.type == "resumed" and was is not None:
             held_from = self._held_from.pop(name, was.since)
+            self._resumed(name, event)
             if event.get("catch_up") and live:
                 self._catch_up.append((name, held_from))
                 self._wake.set()
@@ -155,6 +160,12 @@ class PauseBook:
             return  # the state did not change
         if live:
             log.info(f"schedule {event.type}", schedule=name, **_fields(event))
+
+    def _resumed(self, name: str, event: Event) -> None:
+        if event.get("catch_up"):
+            self.resumed.pop(name, None)  # the skipped fires are wanted
+        else:
+            self.resumed[name] = event.at
 
     def _on_close(self, *_: Any) -> None:
         # Without the live stream a pause would go unnoticed: give up leading, and the next

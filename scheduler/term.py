@@ -133,12 +133,12 @@ class Term:
         cursor = await self._start_cursor(watermark)
         await self.pauses.start(connection)  # before the first fire: a paused schedule stays so
         await runtime.start(connection, cursor, owner.clock())
-        heap = FireHeap(runtime.combined(owner.schedules), cursor)
+        heap = FireHeap(runtime.combined(owner.schedules), cursor, self.pauses.resumed)
         owner.leading.set()
         LEADING.set(1)
         while not owner.stopping.is_set():
             if heap.schedules is not runtime.combined(owner.schedules):
-                heap = FireHeap(runtime.combined(owner.schedules), cursor)
+                heap = FireHeap(runtime.combined(owner.schedules), cursor, self.pauses.resumed)
             now = max(owner.clock(), cursor)
             batch = heap.pop_due(now)
             self.pauses.shape(batch, now, cursor, heap.schedules)

@@ -1,5 +1,6 @@
-"""A schedule's first fire is never before it existed: runtime and file schedules, with the
-leader idle, busy, and across a leader change; ``runs`` counted from the creation."""
+"""A schedule's first fire is never before it existed (nor before its resume): runtime and
+file schedules, with the leader idle, busy, and across a leader change; ``runs`` counted
+from the creation."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.helpers import history
 from tests.namespace import TestBroker
-from tests.pausing import schedules_script
+from tests.pausing import matching, schedules_script
 from tests.scheduling import (
     Schedulers,
     every,
@@ -134,6 +136,25 @@ async def test_a_new_leader_owes_nothing_from_before_a_schedules_creation(
     assert (await fired(broker, "rt", 1))[0] == due
     assert (await fired(broker, "filed", 1))[0] == due
     assert stored is not None and reloaded <= stored < due
+
+
+async def test_a_leader_away_through_a_pause_and_a_resume_owes_nothing_from_before_it(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """Paused and resumed (plainly) while no scheduler led: the next leader does not catch
+    up the fire from before the resume; its first fire is the one after it."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("held", TEN))
+    await store_watermark(broker, utcnow() - 70 * SECOND)
+    for command in (["pause", "--reason", "upgrade"], ["resume"]):
+        done = await schedules_script(broker, path, *command, "held")
+        assert done.returncode == 0, done.stderr
+    [resumed] = matching(await history(broker), type="resumed")
+    start = anchored(8)
+    write_schedules(broker, path, every("held", TEN, start_at=start))
+    await schedulers.start(path)
+    [first] = await fired(broker, "held", 1)
+    assert first == datetime.fromisoformat(start) + 10 * SECOND > resumed.at
 
 
 def standing_by(schedulers: Schedulers, path: Path) -> Scheduler:
