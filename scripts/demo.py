@@ -29,8 +29,8 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from warren_cron.broker.connect import connect
 from warren_cron.names import Names
+from warren_cron.ops.namespace import NamespaceInUse, delete
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.schedules.load import load_schedules
 from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,16 +188,13 @@ def print_failed(records: list[AbstractIncomingMessage]) -> None:
 
 
 async def delete_namespace(settings: CronSettings) -> None:
-    """Remove the demo's queues and exchanges."""
-    names = Names(settings.namespace)
-    plans = [settings.default_plan(), *load_schedules(SCHEDULES, settings).plans().values()]
-    keys = {step.key for plan in plans for step in plan.suffixes()}
-    async with await connect(settings, "warren-demo-cleanup") as connection:
-        channel = await connection.channel()
-        for queue in names.queues(sorted(keys)):
-            await channel.queue_delete(queue)
-        for exchange in names.exchanges:
-            await channel.exchange_delete(exchange)
+    """Remove the demo's queues, streams and exchanges, as ``warren namespace delete``."""
+    try:
+        found = await delete(settings)
+    except NamespaceInUse as error:
+        print(f"\nnamespace {NAMESPACE} kept: warren processes are {error}")
+        return
+    print(f"\nnamespace {NAMESPACE} deleted ({len(found.deleted)} queues, streams and exchanges)")
 
 
 def print_monitor() -> None:
