@@ -13,7 +13,7 @@ from warren_cron.declare import Topology, declare_topology
 from warren_cron.delay import delay_objects
 from warren_cron.names import FINAL_KEY
 from warren_cron.testing.namespace import BrokerNamespace
-from warren_cron.testing.waits import eventually
+from warren_cron.testing.waits import progressing
 from warren_cron.worker.settings import WorkerSettings
 
 #: Every namespace of this run starts with this, so one sweep at the end finds leftovers.
@@ -76,12 +76,10 @@ class TestBroker(BrokerNamespace):
         await channel.close()
 
     async def wait_depth(self, queue: str, count: int, timeout: float = 10) -> None:
-        """Wait until ``queue`` holds at least ``count`` ready messages."""
-
-        async def deep() -> bool:
-            return await self.depth(queue) >= count
-
-        await eventually(deep, timeout, what=f"{count} message(s) in {queue}")
+        """Wait until ``queue`` holds at least ``count`` ready messages; fail once its depth
+        stood still for ``timeout`` seconds (a loaded machine fills it slower, not never)."""
+        what = f"{count} message(s) in {queue}"
+        await progressing(lambda: self.depth(queue), lambda held: held >= count, timeout, what=what)
 
     async def cleanup(self) -> None:
         """Delete the namespace's queues and exchanges (the session sweep finds any other)."""

@@ -64,7 +64,8 @@ async def fire_times(broker: TestBroker, schedule: str | None = None) -> list[da
 
 
 async def wait_published(broker: TestBroker, count: int, timeout: float = 15) -> None:
-    """Wait until the main queue holds at least ``count`` fires."""
+    """Wait until the main queue holds at least ``count`` fires, for as long as fires keep
+    coming; fail once none came for ``timeout`` seconds."""
     await broker.wait_depth(broker.names.main_queue, count, timeout)
 
 

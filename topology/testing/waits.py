@@ -2,6 +2,9 @@
 
 A condition is a plain function or a coroutine function. On timeout the error names what was
 awaited and the last value seen, so a failing test says what never happened.
+
+``progressing`` waits for a count instead: as long as it keeps moving, however long that takes
+on a loaded machine, and fails only once it stood still for its ``stall`` seconds.
 """
 
 from __future__ import annotations
@@ -60,6 +63,34 @@ async def eventually(
                 await asyncio.sleep(interval)
     except TimeoutError:
         raise NeverHappened(_never(condition, what, timeout, last)) from None
+    return last
+
+
+async def progressing(
+    measure: Callable[[], Any],
+    done: Callable[[T], bool],
+    stall: float = 10,
+    *,
+    what: str | None = None,
+    interval: float = INTERVAL_SECONDS,
+) -> T:
+    """Poll ``measure`` (a count, or anything that changes as work goes on) until ``done``
+    accepts its value; return that value.
+
+    Bounded by progress, not by wall time: raises ``NeverHappened`` once the value stayed the
+    same for ``stall`` seconds, naming ``what`` and the last value.
+    """
+    loop = asyncio.get_running_loop()
+    last: T = await _value(measure)
+    moved_at = loop.time()
+    while not done(last):
+        if loop.time() - moved_at > stall:
+            name = what or getattr(measure, "__qualname__", repr(measure))
+            raise NeverHappened(f"{name}: stood still at {last!r} for {stall} s")
+        await asyncio.sleep(interval)
+        now: T = await _value(measure)
+        if now != last:
+            last, moved_at = now, loop.time()
     return last
 
 
