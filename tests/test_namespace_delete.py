@@ -24,6 +24,7 @@ from warren_cron.ops.namespace_shapes import owned
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.testing.install import available
 from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: The namespaces beside ``acc``: one it is a prefix of, and two whose names have the shape
@@ -179,11 +180,11 @@ async def test_without_the_management_api_the_names_warren_computes_are_deleted(
 
 
 async def test_a_connected_worker_is_named_in_the_refusal_and_force_deletes(
-    broker: TestBroker, run_worker: Any
+    broker: TestBroker, private_broker: PrivateBroker, run_worker: Any
 ) -> None:
     """With a worker consuming the main queue the deletion is refused (exit 1), naming the
-    worker and deleting nothing; ``--force`` deletes, and says the worker declares its
-    queues again."""
+    worker (with the management API, its connection and host too) and deleting nothing;
+    ``--force`` deletes, and says the worker declares its queues again."""
     namespace = broker.names.namespace
     async with Client(broker.settings()) as client:
         await client.enqueue("job", delay=600)
@@ -193,6 +194,16 @@ async def test_a_connected_worker_is_named_in_the_refusal_and_force_deletes(
     assert f"1 consumer on {broker.names.main_queue} (a worker)" in refused.stderr
     assert "--force" in refused.stderr
     assert await exists(broker, broker.names.delay_deliver_exchange, "exchange")
+    api = ("--management-url", str(private_broker.management_url))
+    peer = f"{broker.names.main_queue} (a worker: warren-worker-consume from 127.0.0.1)"
+
+    async def named() -> bool:
+        done = await delete(broker, namespace, *api)
+        assert done.returncode == 1, done.stderr
+        return peer in done.stderr
+
+    # The management API's consumer list is refreshed every few seconds.
+    await eventually(named, 30, what="the worker's connection named", interval=1)
     forced = await delete(broker, namespace, "--force")
     assert forced.returncode == 0, forced.stderr
     assert "declare their queues again" in forced.stderr

@@ -31,6 +31,7 @@ from warren_cron.broker.management import Management, vhost_and_auth
 from warren_cron.delay import delay_objects
 from warren_cron.errors import WarrenError
 from warren_cron.names import Names
+from warren_cron.ops.namespace_peers import consumer_peers
 from warren_cron.ops.namespace_plans import known_plan_keys
 from warren_cron.ops.namespace_shapes import owned
 from warren_cron.runtime.settings import CronSettings
@@ -98,13 +99,14 @@ def roles(names: Names) -> dict[str, str]:
     }
 
 
-def who(names: Names, found: Found) -> str:
-    """One line naming the processes on ``found``."""
+def who(names: Names, found: Found, peers: Iterable[str] = ()) -> str:
+    """One line naming the processes on ``found`` (``peers``: their connections, if known)."""
     if found.held:
         return f"{found.name} is held by a running task of a connected worker"
     role = roles(names).get(found.name, "a warren process")
     plural = "s" if found.consumers > 1 else ""
-    return f"{found.consumers} consumer{plural} on {found.name} ({role})"
+    known = f": {', '.join(peers)}" if peers else ""
+    return f"{found.consumers} consumer{plural} on {found.name} ({role}{known})"
 
 
 async def survey(
@@ -112,17 +114,13 @@ async def survey(
 ) -> Teardown:
     """Find every object of ``settings.namespace`` and who is connected; changes nothing."""
     names = Names(settings.namespace)
+    api = management(settings, management_url) if management_url else None
     async with await connect(settings, "warren-namespace", log_outages=False) as connection:
-        if management_url:
-            queues, exchanges = await listed(settings, management_url)
-        else:
-            queues, exchanges = await computed(connection, settings, plans)
-        objects = await probed(connection, names, queues)
-        objects += [await probe_exchange(connection, name) for name in exchanges]
-    kept = [found for found in objects if found is not None]
-    busy = [who(names, found) for found in kept if found.consumers or found.held]
-    listed_by = "management" if management_url else "amqp"
-    return Teardown(names.namespace, listed_by, kept, busy, unseen="" if management_url else UNSEEN)
+        found = await objects(connection, settings, api, plans)
+    peers = await consumer_peers(api) if api and any(f.consumers for f in found) else {}
+    busy = [who(names, f, peers.get(f.name, ())) for f in found if f.consumers or f.held]
+    listed_by, unseen = ("management", "") if api else ("amqp", UNSEEN)
+    return Teardown(names.namespace, listed_by, found, busy, unseen=unseen)
 
 
 async def delete(
@@ -147,12 +145,27 @@ async def delete(
     return found
 
 
-async def listed(settings: CronSettings, url: str) -> tuple[list[str], list[str]]:
-    """The namespace's queues and exchanges among those the management API lists."""
+def management(settings: CronSettings, url: str) -> Management:
+    """The management API at ``url``, for the AMQP URL's virtual host and, by default, user."""
     vhost, auth = vhost_and_auth(settings.urls[0])
-    api = Management(url, vhost, auth)
-    queues, exchanges = await api.names("queues"), await api.names("exchanges")
-    return owned(settings.namespace, queues, exchanges)
+    return Management(url, vhost, auth)
+
+
+async def objects(
+    connection: AbstractConnection,
+    settings: CronSettings,
+    api: Management | None,
+    plans: Iterable[str],
+) -> list[Found]:
+    """The namespace's objects that exist: listed by ``api``, else computed."""
+    if api is not None:
+        every = await api.names("queues"), await api.names("exchanges")
+        queues, exchanges = owned(settings.namespace, *every)
+    else:
+        queues, exchanges = await computed(connection, settings, plans)
+    found = await probed(connection, Names(settings.namespace), queues)
+    found += [await probe_exchange(connection, name) for name in exchanges]
+    return [item for item in found if item is not None]
 
 
 async def computed(
