@@ -189,8 +189,9 @@ async def test_a_connected_worker_is_named_in_the_refusal_and_force_deletes(
     async with Client(broker.settings()) as client:
         await client.enqueue("job", delay=600)
     await run_worker()
-    refused = await delete(broker, namespace)
+    refused = await delete(broker, namespace, "--json")
     assert refused.returncode == 1
+    assert report(refused)["deleted"] == [] and report(refused)["connected"]
     assert f"1 consumer on {broker.names.main_queue} (a worker)" in refused.stderr
     assert "--force" in refused.stderr
     assert await exists(broker, broker.names.delay_deliver_exchange, "exchange")

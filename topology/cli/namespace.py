@@ -140,8 +140,10 @@ def deleted(found: Teardown) -> int:
     return EXIT_PARTIAL if found.failed else EXIT_OK
 
 
-def refused(error: NamespaceInUse) -> int:
-    """Why nothing was deleted."""
+def refused(error: NamespaceInUse, args: argparse.Namespace) -> int:
+    """Why nothing was deleted (with ``--json``, what was found, ``connected`` filled)."""
+    if args.json:
+        print(orjson.dumps(error.found.to_json(), option=orjson.OPT_INDENT_2).decode())
     print(
         f"{PROG}: refused, warren processes are {error}. Stop them, or give --force "
         f"({len(error.found.objects)} objects, nothing deleted)",
@@ -158,7 +160,7 @@ async def act(settings: CronSettings, args: argparse.Namespace) -> int:
             return said(await survey(settings, **options), args)
         return said(await delete(settings, force=args.force, **options), args)
     except NamespaceInUse as error:
-        return refused(error)
+        return refused(error, args)
 
 
 def main(argv: list[str] | None = None) -> int:
