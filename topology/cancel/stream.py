@@ -8,6 +8,7 @@ a tombstone may have to outlive any age limit (a run delayed for weeks).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import aio_pika
@@ -42,7 +43,15 @@ async def declare_cancels(
     frame of a connection that publishes, and the worker's acks and its own channels must
     keep flowing), and is waited for ``MARK_SECONDS`` at most: under an alarm a start goes
     on without it."""
-    await declare_stream(connection, names.cancels_stream, stream_arguments(CANCELS_MAX_BYTES))
+    try:
+        await declare_stream(connection, names.cancels_stream, stream_arguments(CANCELS_MAX_BYTES))
+    except BaseException:
+        # The marker's connection is ours to close: dropped open, it was closed by the
+        # garbage collector, whose close outside the event loop never ran (and warned so).
+        if marker is not None:
+            with contextlib.suppress(Exception):
+                await marker.close()
+        raise
     marking = asyncio.ensure_future(_mark(marker or connection, names, marker is not None))
     _MARKING.add(marking)
     marking.add_done_callback(_marked)
