@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 from uuid import uuid4
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from warren_cron.clock import utcnow
 from warren_cron.flowlimits import FlowLimits
 from warren_cron.jsonvalue import Json
 
 CONTENT_TYPE = "application/json"
+#: The longest task name: a one-off run id holds it, and run ids are at most 300 characters.
+MAX_TASK = 200
+TASK_FORM = (
+    f"a task name is 1 to {MAX_TASK} printable characters (no control characters, tabs or "
+    "line breaks), without spaces around it, as a worker registers it"
+)
+
+
+def check_task(value: str) -> str:
+    """``value`` when it can name a task, the one rule of every entry (client, API, command,
+    schedules) and of the worker; else ValueError saying what a task name is."""
+    # Printable: a run id holds the name and is looked up, cancelled and shown as text.
+    if not (0 < len(value) <= MAX_TASK and value.isprintable() and value == value.strip()):
+        raise ValueError(f"{value[:60]!a}: {TASK_FORM}")
+    return value
+
+
+#: A task name, checked by ``check_task`` (its lengths in the schema for the API's document).
+TaskName = Annotated[
+    str,
+    AfterValidator(check_task),
+    Field(description=TASK_FORM, json_schema_extra={"minLength": 1, "maxLength": MAX_TASK}),
+]
 
 
 class Envelope(BaseModel):
@@ -20,7 +43,7 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    task: str = Field(min_length=1, max_length=200)
+    task: TaskName
     payload: Json = None
     run_id: str = Field(min_length=1, max_length=500)
     schedule: str | None = None

@@ -15,6 +15,26 @@ from pydantic import JsonValue, ValidationInfo, ValidatorFunctionWrapHandler, Wr
 
 #: Validation context for data that ``orjson.loads`` returned.
 DECODED: dict[str, bool] = {"decoded_json": True}
+#: The deepest a payload may nest: a message, a stored schedule and a history record wrap it
+#: a few levels more, and orjson writes at most 254 (and nothing real nests past a dozen).
+MAX_DEPTH = 64
+
+
+def check_depth(value: Any) -> Any:
+    """``value`` when it nests at most ``MAX_DEPTH`` deep; else ValueError saying so. Walked
+    without recursion, so that a hostile depth cannot exhaust the stack here."""
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH):
+        inner: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                inner.extend(item.values())
+            elif isinstance(item, list | tuple):
+                inner.extend(item)
+        if not inner:
+            return value
+        level = inner
+    raise ValueError(f"nested more than {MAX_DEPTH} levels deep: flatten it")
 
 
 def _check_unless_decoded(

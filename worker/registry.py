@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from warren_cron.envelope import check_task
 from warren_cron.errors import HandlerImportError
 from warren_cron.worker.context import TaskContext
 
@@ -36,7 +37,9 @@ class Registry:
         self._handlers: dict[str, Registered] = {}
 
     def register(self, name: str, func: Handler) -> None:
-        """Register ``func`` under ``name``; a second handler for one name is a mistake."""
+        """Register ``func`` under ``name``; a second handler for one name is a mistake, and
+        so is a name no enqueue could give (``check_task``)."""
+        check_task(name)
         old = self._handlers.get(name)
         if old is not None and old.func is not func:
             raise ValueError(f"task {name!r} already has a handler: {old.func!r}")

@@ -24,6 +24,7 @@ from warren_cron.cli.common import (
     plan_options,
 )
 from warren_cron.client import Client, Enqueued, EnqueueOptions
+from warren_cron.delay import MAX_DELAY_SECONDS
 from warren_cron.durations import parse_ms
 from warren_cron.errors import BROKER_TROUBLE, ConfigError, TopologyError
 from warren_cron.runtime.settings import CronSettings, load_settings
@@ -45,6 +46,11 @@ def duration_arg(text: str) -> timedelta:
     ms = parse_ms(text)
     if ms is None:
         raise argparse.ArgumentTypeError(f"{text!r} is no duration like 90s, 5m or 1h30m")
+    if ms > MAX_DELAY_SECONDS * 1000:
+        # Longer is past what a timedelta holds, and no task can wait that long anyway.
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than the longest delay, {MAX_DELAY_SECONDS} s (~8.5 years)"
+        )
     return timedelta(milliseconds=ms)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
@@ -9,8 +10,9 @@ from typing import Any, TypedDict
 from pydantic import ValidationError
 
 from warren_cron.delay import MAX_DELAY_SECONDS, seconds_until
-from warren_cron.envelope import Envelope, one_off_run_id
+from warren_cron.envelope import Envelope, check_task, one_off_run_id
 from warren_cron.errors import EnqueueError, validation_problems
+from warren_cron.jsonvalue import check_depth
 from warren_cron.plan import RetryPlan
 
 #: Longest idempotency key: it becomes part of the run id, which the envelope caps at 500.
@@ -48,10 +50,17 @@ class Enqueued:
 
 
 def seconds(value: timedelta | float, name: str) -> float:
-    """A duration argument in seconds; negative ones are refused, naming the argument."""
+    """A duration argument in seconds; negative, endless or longer ones than the delay levels
+    hold are refused, naming the argument."""
     total = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if total < 0:
+    if math.isnan(total) or total < 0:
         raise EnqueueError(f"{name} must not be negative, got {total:g} s")
+    # Longer is no time a task can wait for, and past a datetime's range besides.
+    if total > MAX_DELAY_SECONDS:
+        raise EnqueueError(
+            f"{name} of {total:g} s is beyond the longest delay, {MAX_DELAY_SECONDS} s "
+            "(~8.5 years): give a shorter one"
+        )
     return total
 
 
@@ -103,6 +112,14 @@ def run_id_of(task: str, options: EnqueueOptions, now: datetime) -> str:
 
 def one_off(task: str, payload: Any, options: EnqueueOptions, now: datetime) -> Envelope:
     """The envelope of a one-off task, or ``EnqueueError`` naming what is wrong."""
+    try:
+        check_task(task)
+    except ValueError as error:
+        raise EnqueueError(f"task: {error}") from None
+    try:
+        check_depth(payload)
+    except ValueError as error:
+        raise EnqueueError(f"payload: {error}") from None
     due = due_time(options, now)
     try:
         return Envelope(

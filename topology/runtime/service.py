@@ -64,6 +64,15 @@ def config_ok(name: str) -> int:
     return EXIT_OK
 
 
+def port_taken(variable: str, address: str, error: OSError) -> SettingsError:
+    """The error of a port that cannot be listened on: which setting to change, and why."""
+    return SettingsError(
+        f"{variable}: cannot listen on {address} ({error.strerror or error}): another "
+        f"process holds it, or the address is not this host's; stop that process or set "
+        f"{variable} to a free port"
+    )
+
+
 def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
     """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
     if port == 0:
@@ -73,7 +82,10 @@ def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
     health = Health()
     for name, check in checks.items():
         health.add(name, check)
-    return serve_metrics(port, health)
+    try:
+        return serve_metrics(port, health)
+    except OSError as error:
+        raise port_taken("CRON_METRICS_PORT", f"port {port}", error) from None
 
 
 async def run_service(service: Service, metrics_port: int, checks: Checks) -> None:
@@ -103,6 +115,9 @@ def run_process(name: str, serve: Coroutine[Any, Any, None]) -> int:
         # The message names the fix; a traceback would bury it.
         structlog.get_logger(name).error("cannot start", error=str(error))
         return EXIT_BROKER
+    except SettingsError as error:  # found at start: a port another process holds
+        structlog.get_logger(name).error("cannot start", error=str(error))
+        return EXIT_CONFIG
     finally:
         # The spans still buffered are sent before the process ends.
         tracing.shutdown()

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AmqpDsn, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as UnparsedSetting
 
 from warren_cron.durations import parse_ms
 from warren_cron.errors import Loc, SettingsError, validation_problems
@@ -218,3 +219,18 @@ def load_settings(cls: type[S]) -> S:
         return cls()
     except ValidationError as error:
         raise SettingsError(describe_errors(cls, error)) from None
+    except UnparsedSetting as error:  # a list or table whose JSON does not parse
+        raise SettingsError(_unparsed(cls, error)) from None
+
+
+def _unparsed(cls: type[BaseSettings], error: UnparsedSetting) -> str:
+    """Name the variable whose JSON does not parse, never its value (it may hold a secret)."""
+    field = re.search(r'field "(\w+)"', str(error))
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    variable = f"{prefix}{field.group(1).upper()}" if field else "a variable"
+    return (
+        "invalid configuration:\n"
+        f"  {variable}: is not valid JSON; give its list or table as JSON, in the form "
+        "docs/settings.md shows for it\n"
+        "fix the variables above (see .env.example) and start again"
+    )

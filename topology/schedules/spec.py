@@ -17,8 +17,10 @@ from pydantic import (
 
 from warren_cron.clock import utc_text
 from warren_cron.durations import parse_ms
+from warren_cron.envelope import TaskName
 from warren_cron.errors import PermanentError
 from warren_cron.flowlimits import FlowLimits
+from warren_cron.jsonvalue import check_depth
 from warren_cron.plan import MAX_DELAY_MS, RetryPlan
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.timing import cron_timing, load_zone, parse_interval
@@ -78,7 +80,7 @@ class ScheduleSpec(BaseModel):
     cron: str | None = None
     every: str | None = None
     timezone: str | None = None
-    task: str = Field(min_length=1, max_length=200)
+    task: TaskName
     payload: JsonValue = None
     timeout_seconds: float | None = Field(None, gt=0)
     retry: RetrySpec | None = None
@@ -142,6 +144,12 @@ class ScheduleSpec(BaseModel):
         if value is not None:
             load_zone(value)
         return value
+
+    @field_validator("payload", mode="before")
+    @classmethod
+    def _shallow_payload(cls, value: object) -> object:
+        # Before pydantic walks it: its walk of a deep value ends in an error as deep.
+        return check_depth(value)
 
     @field_validator("payload")
     @classmethod

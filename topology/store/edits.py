@@ -15,6 +15,7 @@ import orjson
 from pydantic import ValidationError
 
 from warren_cron.errors import InvalidSchedule
+from warren_cron.jsonvalue import MAX_DEPTH
 from warren_cron.schedules.load import spec_problems
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import spec_json
@@ -25,6 +26,7 @@ MAX_SPEC_BYTES = 64 * 1024
 #: Who and why are shown in history, not stored as data: a line each.
 MAX_TEXT = 500
 SpecLike = ScheduleSpec | Mapping[str, Any]
+NESTED = f"nested more than {MAX_DEPTH} levels deep: flatten it"
 #: A new timing replaces the other kind (and an interval drops the cron's time zone).
 _REPLACES = (("cron", "every"), ("every", "cron"), ("every", "timezone"))
 
@@ -36,7 +38,11 @@ def checked_spec(raw: SpecLike) -> ScheduleSpec:
     if not isinstance(raw, Mapping):
         raise InvalidSchedule("?", [f"give a table of fields, not {type(raw).__name__}"])
     name = str(raw.get("name", "?"))[:100]
-    _size(name, orjson.dumps(dict(raw), default=str))
+    try:
+        body = orjson.dumps(dict(raw), default=str)
+    except TypeError:  # orjson's recursion limit: no field of a schedule nests that deep
+        raise InvalidSchedule(name, [f"a field is {NESTED}"]) from None
+    _size(name, body)
     try:
         spec = ScheduleSpec.model_validate(dict(raw))
     except ValidationError as error:

@@ -14,6 +14,9 @@ SpecFields = Annotated[
     dict[str, Any], WithJsonSchema({"allOf": [{"$ref": "#/components/schemas/ScheduleSpec"}]})
 ]
 Reason = Annotated[str, Field(min_length=1, max_length=300, description="why; kept in history")]
+#: The largest version a request may name: the largest integer JSON keeps exactly (a
+#: schedule changed once a second would reach it in 285 million years).
+MAX_VERSION = 2**53 - 1
 
 
 class Strict(BaseModel):
@@ -32,7 +35,9 @@ class CreateBody(Strict):
 class UpdateBody(Strict):
     """Change fields of a runtime schedule; a field set to null goes back to its default."""
 
-    version: int = Field(ge=1, description="the version you read; 409 if another came first")
+    version: int = Field(
+        ge=1, le=MAX_VERSION, description="the version you read; 409 if another came first"
+    )
     changes: dict[str, Any] = Field(min_length=1, description="the fields that change")
     reason: Reason | None = None
 
@@ -40,7 +45,9 @@ class UpdateBody(Strict):
 class ArchiveQuery(Strict):
     """Archive a runtime schedule: it stops for good, its history stays."""
 
-    version: int | None = Field(None, ge=1, description="only if this is still the version")
+    version: int | None = Field(
+        None, ge=1, le=MAX_VERSION, description="only if this is still the version"
+    )
     reason: Reason | None = None
 
 

@@ -28,6 +28,7 @@ _STATUS_TEXT = {
     413: "the body is too large",
     415: "the body is not JSON",
     429: "too many wrong tokens from this address: wait Retry-After seconds",
+    500: "the monitor failed on the request in a way nobody foresaw; it is logged",
 }
 Mode = Literal["validation", "serialization"]
 
@@ -121,7 +122,7 @@ def _responses(
 
 
 def _errors(endpoint: Endpoint) -> list[int]:
-    statuses = list(endpoint.errors)
+    statuses = [*endpoint.errors, 500]  # any request may meet a fault: still this shape
     if endpoint.role is not None:
         statuses += [401, 403, 429]
     if endpoint.body is not None:

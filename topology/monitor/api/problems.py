@@ -1,13 +1,15 @@
 """The API's errors: one JSON shape, ``{"error": {"code", "message", ...}}``, for every refusal.
 
-Handlers raise ``ApiError``; the middleware turns it, the store's refusals and aiohttp's own
-errors on ``/api/`` paths (an unknown path, a method not allowed) into that shape, so a
-client never has to read an HTML error page.
+Handlers raise ``ApiError``; the middleware turns it, the store's refusals, aiohttp's own
+errors on ``/api/`` paths (an unknown path, a method not allowed) and any error nobody
+foresaw (a 500, logged) into that shape, so a client never has to read an HTML or plain-text
+error page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from traceback import extract_tb
 from typing import Any
 
 import structlog
@@ -90,6 +92,18 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         code = _CODES.get(error.status, "http_error")
         message = f"{request.method} {request.path}: {error.reason}; GET /api/v1/openapi.json"
         return ApiError(error.status, code, message, headers=_kept(error)).response()
+    except Exception as error:  # the catch-all: a client always gets JSON
+        return _internal(request, error).response()
+
+
+def _internal(request: web.Request, error: Exception) -> ApiError:
+    """A 500 for an error nobody foresaw: logged with where it was raised, logged and
+    answered with its type only (its text may hold what a request sent, a secret even)."""
+    kind = type(error).__name__
+    frames = [f"{f.filename}:{f.lineno} {f.name}" for f in extract_tb(error.__traceback__)]
+    log.error("api call failed", method=request.method, path=request.path, error=kind, at=frames)
+    why = f"the monitor failed on this request ({kind}); it is logged: report it with the time"
+    return ApiError(500, "internal", why)
 
 
 def _kept(error: web.HTTPException) -> dict[str, str]:

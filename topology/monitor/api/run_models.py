@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from warren_cron.envelope import TaskName
 from warren_cron.history.lifecycle import State
 from warren_cron.monitor.api.models import Reason, Strict
 from warren_cron.monitor.api.waits import MAX_WAIT_SECONDS
@@ -77,7 +78,7 @@ class RunList(BaseModel):
 class EnqueueBody(Strict):
     """Enqueue one task, now, ``at`` a time or after a ``delay``."""
 
-    task: str = Field(min_length=1, max_length=200)
+    task: TaskName
     payload: Any = None
     delay: float | None = Field(None, ge=0, description="seconds")
     at: datetime | None = None

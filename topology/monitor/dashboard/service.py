@@ -37,6 +37,7 @@ from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
+from warren_cron.runtime.service import port_taken
 from warren_cron.schedules.schedule import Schedule, build_schedule
 
 log = structlog.get_logger("dashboard")
@@ -134,7 +135,11 @@ class Dashboard:
         self._runner.app[pages.DASHBOARD] = self
         await self._runner.setup()
         host, port = self.settings.dashboard_host, self.settings.dashboard_port
-        await web.TCPSite(self._runner, host, port).start()
+        try:
+            await web.TCPSite(self._runner, host, port).start()
+        except OSError as error:
+            await self.stop()  # what started before: the readers would die with the loop
+            raise port_taken("CRON_DASHBOARD_PORT", f"{host}:{port}", error) from None
         self.url = f"http://{host}:{port}/"
         mode = "read-only" if self.auth.read_only else "actions need the token"
         log.info("dashboard serving", url=self.url, mode=mode)
