@@ -41,7 +41,7 @@ from warren_cron.scheduler.publisher import (
 )
 from warren_cron.scheduler.runtime import RuntimeSchedules
 from warren_cron.scheduler.settings import SchedulerSettings
-from warren_cron.scheduler.skips import report_skipped
+from warren_cron.scheduler.skips import SkipReport
 from warren_cron.scheduler.watermark import Watermark
 from warren_cron.schedules.load import ScheduleSet
 
@@ -83,6 +83,7 @@ async def lead(owner: Leads, connection: AbstractConnection, lock: LeaderLock) -
         await asyncio.gather(loop, keep, watch, return_exceptions=True)
         owner.leading.clear()
         LEADING.set(0)
+        term.skips.close()  # before the history closes: the folds of pauses still lasting
         for part in (pauses, runtime, history):
             await closed_quietly(part.close())
     if loop.cancelled():
@@ -121,6 +122,7 @@ class Term:
         self.history = history
         self.pauses = pauses
         self.runtime = runtime
+        self.skips = SkipReport(history)
 
     async def fire_loop(self, connection: AbstractConnection) -> None:
         """Catch up from the watermark, then publish each due fire until stopped."""
@@ -142,6 +144,8 @@ class Term:
             now = max(owner.clock(), cursor)
             batch = heap.pop_due(now)
             self.pauses.shape(batch, now, cursor, heap.schedules)
+            # Every wake-up, empty or not: a resumed schedule's fold closes at the next one.
+            self.skips.report(batch, self.pauses.paused)
             if batch:
                 if not await self._handle(batch, publisher):
                     return
@@ -165,7 +169,6 @@ class Term:
         return stored
 
     async def _handle(self, batch: Batch, publisher: FirePublisher) -> bool:
-        report_skipped(batch, self.history)
         if not await self._publish_all(batch.publish, publisher):
             log.warning("stopped before every due fire was confirmed; the next leader has them")
             return False

@@ -26,7 +26,9 @@ from tests.scheduling import (
     write_schedules,
 )
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.history.events import Event
 from warren_cron.history.runs import fold_runs
+from warren_cron.scheduler.service import Scheduler
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -66,27 +68,66 @@ async def test_fired_and_skipped_events_reach_the_history_stream(
     assert {runs[str(e.run_id)].outcome for e in skipped} == {"skipped"}
 
 
-async def test_pause_stops_fires_within_a_second_and_writes_its_events(
+async def held_past(instance: Scheduler, moment: datetime, fires: int) -> None:
+    """Wait until the leader handled ``fires`` seconds of a 1 s schedule after ``moment``."""
+
+    def handled() -> bool:
+        return (instance.handled_up_to or moment) >= moment + fires * SECOND
+
+    await eventually(handled, 15, what=f"{fires} fire(s) handled after {moment}")
+
+
+def held_ids(folded: Event) -> set[str]:
+    """The run ids of the fires a pause's folded ``skipped`` event of a 1 s schedule covers."""
+    first = datetime.fromisoformat(folded.get("scheduled_for"))
+    last = datetime.fromisoformat(folded.get("last"))
+    assert int((last - first).total_seconds()) + 1 == folded.get("count")
+    return {f"{folded.schedule}@{utc_text(first + n * SECOND)}" for n in range(folded.get("count"))}
+
+
+async def test_pause_stops_fires_within_a_second_and_folds_them_into_one_event(
     broker: TestBroker, schedulers: Schedulers, tmp_path: Path
 ) -> None:
-    """After ``pause`` no fire later than a second after the command is published; each one
-    held back is logged at info and written as ``skipped`` with the reason ``paused``."""
+    """After ``pause`` no fire later than a second after the command is published; the first
+    fire held back is logged at info, and the pause's held fires are one ``skipped`` event with
+    the reason ``paused``, their count and the last of them, written when it is resumed."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("tick", "1s"))
     with capture_logs() as logs:
-        await schedulers.start(path)
+        instance = await schedulers.start(path)
         await wait_published(broker, 1)
         result = await schedules_script(broker, path, "pause", "tick", "--reason", "db upgrade")
         assert result.returncode == 0, result.stderr
-        held = await wait_events(broker, 2, type="skipped", reason="paused")
-    [paused] = matching(await history(broker), type="paused")
+        [paused] = await wait_events(broker, type="paused")
+        await held_past(instance, paused.at, 3)
+        assert not matching(await history(broker), type="skipped")
+        assert max(await fire_times(broker)) <= paused.at + SECOND
+        await schedules_script(broker, path, "resume", "tick")
+        [folded] = await wait_events(broker, type="skipped")
     assert (paused.schedule, paused.get("reason")) == ("tick", "db upgrade")
     assert "@" in paused.get("by")
-    assert max(await fire_times(broker)) <= paused.at + SECOND
-    assert not set(await published_ids(broker)) & {e.run_id for e in held}
+    first = folded.get("scheduled_for")
+    assert (folded.get("reason"), folded.run_id) == ("paused", f"tick@{first}")
+    assert folded.get("count") >= 2 and not set(await published_ids(broker)) & held_ids(folded)
     lines = [e for e in logs if e["event"] == "fire skipped"]
-    assert lines and {(e["reason"], e["log_level"]) for e in lines} == {("paused", "info")}
+    assert [(e["reason"], e["log_level"]) for e in lines] == [("paused", "info")]
     assert [e["by"] for e in logs if e["event"] == "schedule paused"] == [paused.get("by")]
+
+
+async def test_a_leader_that_stops_during_a_pause_records_the_fires_it_held(
+    broker: TestBroker, schedulers: Schedulers, tmp_path: Path
+) -> None:
+    """The held fires of a pause still lasting are one ``skipped`` event when the term ends."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s"))
+    instance = await schedulers.start(path)
+    await schedules_script(broker, path, "pause", "tick", "--reason", "r")
+    [paused] = await wait_events(broker, type="paused")
+    await held_past(instance, paused.at, 2)
+    await schedulers.stop(instance)
+    [folded] = await wait_events(broker, type="skipped")
+    assert folded.get("reason") == "paused" and folded.get("count") >= 2
+    assert not set(await published_ids(broker)) & held_ids(folded)
 
 
 @pytest.mark.parametrize("catch_up", [False, True])
@@ -101,7 +142,8 @@ async def test_fires_missed_while_paused_are_published_only_on_resume_with_catch
     instance = await schedulers.start(path)
     await wait_published(broker, 1)
     await schedules_script(broker, path, "pause", "tick", "--reason", "r")
-    await wait_events(broker, 3, type="skipped", reason="paused")
+    [paused] = await wait_events(broker, type="paused")
+    await held_past(instance, paused.at, 3)
     flags = ["--catch-up"] if catch_up else []
     result = await schedules_script(broker, path, "resume", "tick", *flags)
     assert result.returncode == 0, result.stderr
@@ -112,7 +154,8 @@ async def test_fires_missed_while_paused_are_published_only_on_resume_with_catch
         return max(await fire_times(broker)) > resumed.at
 
     await eventually(fired_after_resume, 10)
-    held = {e.run_id for e in matching(await history(broker), type="skipped", reason="paused")}
+    [folded] = await wait_events(broker, type="skipped", reason="paused")
+    held = held_ids(folded)
 
     async def caught_up() -> bool:
         return held <= set(await published_ids(broker))

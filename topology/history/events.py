@@ -7,7 +7,7 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | ----------- | ----------------------------------------------------------------------------- |
 | `fired`     | `scheduled_for`, `plan`; a backfilled fire also `by`, `backfill` (true)       |
 | `triggered` | `scheduled_for`, `plan`, `by`, `reason`                                       |
-| `skipped`   | `scheduled_for`, `reason`                                                     |
+| `skipped`   | `scheduled_for`, `reason`; the fires of one pause, folded: `count`, `last`    |
 | `started`   | `attempt`, `host`, `pid`, `replay`                                            |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
 |             | `result` (the handler's return value, JSON), `host`, `pid`, `replay`          |

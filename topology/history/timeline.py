@@ -61,6 +61,13 @@ def _failed(event: Event) -> str:
     return f"{event.get('reason')} after {event.get('attempts')} attempt(s)"
 
 
+def _skipped(event: Event) -> str:
+    text = f"{event.get('scheduled_for')}: {event.get('reason')}"
+    if event.get("count") is None:
+        return text
+    return f"{text}, {event.get('count')} fire(s) through {event.get('last')}"
+
+
 def _nothing(event: Event) -> str:
     return ""
 
@@ -68,7 +75,7 @@ def _nothing(event: Event) -> str:
 _DETAILS: dict[str, Callable[[Event], str]] = {
     "fired": lambda e: f"for {e.get('scheduled_for')}, plan {e.get('plan')}",
     "triggered": _by,
-    "skipped": lambda e: f"{e.get('scheduled_for')}: {e.get('reason')}",
+    "skipped": _skipped,
     "failed": _failed,
     "replayed": lambda e: f"{_by(e)} (replay {e.get('replay', '?')})",
     "purged": _by,
