@@ -117,7 +117,20 @@ class Scheduler:
         while poll > 0:
             await asyncio.sleep(poll)
             if file_stamp(self.settings.schedules_file) != self._stamp:
-                self.reload()
+                self._reload_watched()
+
+    def _reload_watched(self) -> None:
+        """``reload``, which must not end the watch: an error nobody foresaw is logged, the
+        previous schedules run on, and the next edit is read again."""
+        try:
+            self.reload()
+        except Exception as error:  # logged with its traceback: the poller must live on
+            log.exception(
+                "schedules not reloaded: the file could not be read; the previous schedules "
+                "keep running, and the next change of the file is read again",
+                file=str(self.settings.schedules_file),
+                error=f"{type(error).__name__}: {error}",
+            )
 
     async def _campaign(self) -> None:
         retry = self.settings.leader_retry_seconds

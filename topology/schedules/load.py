@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from warren_cron.errors import Loc, PlanError, ScheduleError, validation_problems
+from warren_cron.jsonvalue import MAX_DEPTH
 from warren_cron.plan import RetryPlan
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.schedule import Schedule, build_schedule
@@ -98,6 +99,9 @@ def parse_schedules(text: str, defaults: CronSettings, source: str = "schedules"
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ScheduleError(source, [f"not valid TOML: {error}"]) from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        why = f"not readable: arrays or tables nested too deep; flatten them (at most {MAX_DEPTH})"
+        raise ScheduleError(source, [why]) from None
     entries = _entries(data, source)
     problems: list[str] = []
     calendars = _calendars(data.get("calendars", {}), problems)
