@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack
 
 import aiohttp
@@ -102,8 +102,22 @@ class Monitor:
                 AlertSender(self.settings, session, target, retry_base_seconds=self._retry_base)
                 for target in configured_targets(self.settings)
             ]
-            await self._serve(connection)
+            with self._stopping_anyway():
+                await self._serve(connection)
         log.info("monitor stopped")
+
+    @contextlib.contextmanager
+    def _stopping_anyway(self) -> Iterator[None]:
+        """Once stopped, a ``CancelledError`` that is no cancel of this task ends the block
+        quietly: aiormq cancels the calls under way on a channel or connection that closes
+        (a stream read at shutdown ends so), and a SIGTERM must still exit 0, not 1."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._stop.is_set() or (task is not None and task.cancelling()):
+                raise
+            log.warning("a broker call was cut short while stopping; stopping all the same")
 
     async def _serve(self, connection: AbstractRobustConnection) -> None:
         channel = await connection.channel()
@@ -137,11 +151,13 @@ class Monitor:
 
     async def _finish(self, background: list[asyncio.Task[None]]) -> None:
         if self.dashboard is not None:
-            await self.dashboard.stop()
+            with self._stopping_anyway():
+                await self.dashboard.stop()
         # Before the cancels: a broker call cancelled half-way can cost the connection.
         try:
-            await self.keeper.stop()
-            await self.pauser.stop()
+            with self._stopping_anyway():
+                await self.keeper.stop()
+                await self.pauser.stop()
         except BROKER_TROUBLE as error:
             log.warning("status fold not stored at shutdown", error=repr(error))
         # Consuming has stopped: nothing new reaches the sender, which gets one last try.
