@@ -1,7 +1,7 @@
 """Adoption: a task published by hand gets a retry plan before it runs.
 
-The scheduler and ``enqueue.py`` publish each task with its retry plan as the routing key, and
-the broker's dead-lettering walks that plan. A message published another way (the old
+The scheduler and ``warren enqueue`` publish each task with its retry plan as the routing
+key, and the broker's dead-lettering walks that plan. A message published another way (the old
 runbook's ``rabbitmqadmin publish`` to the main queue through the default exchange, the
 management UI's "Publish message", or the tasks exchange with any other key) has none. Before
 it runs, the worker publishes a copy to the tasks exchange with the plan of its schedule (when
@@ -151,7 +151,7 @@ class Adopter:
             return
         except Exception as error:
             # Its key routes nowhere in the DLX, so the broker moves it to the failed queue,
-            # where ``failed.py replay`` gives it a plan: lost neither way.
+            # where ``warren failed replay`` gives it a plan: lost neither way.
             log.warning(
                 "not adopted; to the failed queue", run_id=envelope.run_id, error=repr(error)
             )

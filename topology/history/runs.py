@@ -27,7 +27,7 @@ from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
 
 RUNNING = "running"
-#: Every outcome a run can have, for filters (``history.py --outcome``).
+#: Every outcome a run can have, for filters (``warren history --outcome``).
 OUTCOMES = (
     RUNNING,
     "retrying",
@@ -96,7 +96,7 @@ class Run:
         return (self.ended_at - begin).total_seconds()
 
     def summary(self) -> dict[str, Any]:
-        """The run in one JSON object, as ``history.py --json`` lists it."""
+        """The run in one JSON object, as ``warren history --json`` lists it."""
         return {
             "run_id": self.run_id,
             "schedule": self.schedule,
@@ -111,7 +111,7 @@ class Run:
         }
 
     def story(self) -> dict[str, Any]:
-        """The run with every event, as ``history.py show --json`` prints it."""
+        """The run with every event, as ``warren history show --json`` prints it."""
         return {**self.summary(), "events": [_story_event(e) for e in self.told()]}
 
     def told(self) -> list[Event]:
