@@ -37,10 +37,9 @@ from aio_pika.abc import AbstractChannel
 from warren_cron.declare import QueueType, durable_queue, queue_arguments
 from warren_cron.errors import PlanError
 from warren_cron.names import DELAY_LEVELS, Names
+from warren_cron.names import MAX_DELAY_SECONDS as MAX_DELAY_SECONDS
 from warren_cron.plan import RetryPlan
 
-#: The longest delay the levels can hold, in seconds (about 8.5 years).
-MAX_DELAY_SECONDS = 2**DELAY_LEVELS - 1
 #: Namespaces whose levels this process declared, each with the plans whose landing queues
 #: it declared: 57 declarations and 56 bindings are done once per process, not per enqueue
 #: (they are durable and their arguments never change). A publish that finds them gone

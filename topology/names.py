@@ -17,6 +17,8 @@ FINAL_KEY = "final"
 FAILED_KEY = "failed"
 #: Delay levels: level n holds a message 2^n s, so 28 of them reach 2^28 - 1 s (~8.5 years).
 DELAY_LEVELS = 28
+#: The longest delay the levels can hold, in seconds (about 8.5 years).
+MAX_DELAY_SECONDS = 2**DELAY_LEVELS - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, TextIO
 
 import structlog
 from pydantic import ValidationError
 
+from warren_cron.cli.usage import EXIT_BROKER as EXIT_BROKER
+from warren_cron.cli.usage import EXIT_OK as EXIT_OK
+from warren_cron.cli.usage import EXIT_PARTIAL as EXIT_PARTIAL
+from warren_cron.cli.usage import EXIT_USAGE as EXIT_USAGE
+from warren_cron.cli.usage import UsageError as UsageError
+from warren_cron.cli.usage import add_plan_options as add_plan_options
 from warren_cron.errors import (
     BROKER_TROUBLE,
     BrokerUnavailable,
@@ -27,26 +32,9 @@ from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.spec import RetrySpec
 
-EXIT_OK = 0
-#: Some records could not be moved, none matched where one was asked for, or the user declined.
-EXIT_PARTIAL = 1
-EXIT_USAGE = 2
-EXIT_BROKER = 3
-
 #: Runs over this many messages show progress (a bar on a terminal, a line per tenth otherwise).
 PROGRESS_FROM = 300
 _PLAN_OPTIONS = ("max_retries", "delay_ms", "multiplier")
-
-
-class UsageError(ValueError):
-    """Bad command-line input."""
-
-
-def add_plan_options(group: argparse._ActionsContainer) -> None:
-    """``--max-retries``, ``--delay-ms`` and ``--multiplier``: a retry plan of the command's own."""
-    group.add_argument("--max-retries", type=int, help="retries after the first attempt")
-    group.add_argument("--delay-ms", type=int, help="delay before the first retry")
-    group.add_argument("--multiplier", type=float, help="growth of each further delay")
 
 
 def _option(loc: Loc) -> str:
@@ -76,19 +64,6 @@ def run_command(prog: str, command: Coroutine[Any, Any, int]) -> int:
     except BROKER_TROUBLE as error:
         print(f"{prog}: the broker failed: {type(error).__name__}: {error}", file=sys.stderr)
     return EXIT_BROKER
-
-
-def quiet_on_closed_pipe(main: Callable[[], int]) -> int:
-    """``main()``'s exit code; a reader that stopped reading (``| head``) ends it with 0 and
-    no traceback, as for any Unix filter."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Python flushes stdout once more on the way out: that flush must not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    return code
 
 
 def log_to_stderr(level: str = "INFO") -> None:

@@ -1,35 +1,41 @@
 """``warren``: one command for every process and ops tool.
 
 Each subcommand is a module with ``main(argv) -> int``, loaded only when it runs, so
-``warren monitor`` imports none of the worker's modules and ``warren --help`` imports none
-of the broker's.
+``warren monitor`` imports none of the worker's modules and ``warren --help`` none of the
+broker's, the settings' or the log machinery's. A subcommand whose command line lives in a
+module of its own (``build_parser()``, standard library only) answers ``--help`` from that
+module alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple, cast
 
-from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, quiet_on_closed_pipe
+from warren_cron.cli.usage import EXIT_OK, EXIT_USAGE, quiet_on_closed_pipe
 
 DISTRIBUTION = "warren-cron"
 
 
 class Subcommand(NamedTuple):
-    """Where a subcommand's ``main`` lives and what it does, in one line."""
+    """Where a subcommand's ``main`` lives, what it does in one line, and where its light
+    command line (``build_parser()``) lives, if apart."""
 
     module: str
     summary: str
+    parser: str = ""
 
 
 SUBCOMMANDS = {
     "worker": Subcommand("warren_cron.worker.__main__", "consume due tasks and run them"),
     "scheduler": Subcommand("warren_cron.scheduler.__main__", "publish each schedule's fires"),
     "monitor": Subcommand("warren_cron.monitor.__main__", "log and alert on failed tasks"),
-    "enqueue": Subcommand("warren_cron.cli.enqueue", "enqueue one task, now or later"),
+    "enqueue": Subcommand(
+        "warren_cron.cli.enqueue", "enqueue one task, now or later", "warren_cron.cli.enqueue_args"
+    ),
     "failed": Subcommand("warren_cron.cli.failed", "list, show, replay, purge failed tasks"),
     "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
     "doctor": Subcommand("warren_cron.cli.doctor", "check the broker for what warren needs"),
@@ -47,6 +53,9 @@ SUBCOMMANDS = {
 
 def package_version() -> str:
     """The installed distribution's version ("unknown" when run from an uninstalled tree)."""
+    # Imported here: importlib.metadata alone is a fifth of a bare ``warren --help``.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
@@ -65,18 +74,41 @@ def usage() -> str:
     )
 
 
+def options(argv: Sequence[str]) -> list[str]:
+    """The arguments given before a ``--``."""
+    words = list(argv)
+    return words[: words.index("--")] if "--" in words else words
+
+
 def asks_version(argv: Sequence[str]) -> bool:
     """``--version`` among the arguments given before a ``--``."""
-    words = list(argv)
-    return "--version" in (words[: words.index("--")] if "--" in words else words)
+    return "--version" in options(argv)
+
+
+def asks_help(argv: Sequence[str]) -> bool:
+    """``-h`` or ``--help`` among the arguments given before a ``--``."""
+    return not {"-h", "--help"}.isdisjoint(options(argv))
+
+
+def explain(sub: Subcommand, argv: list[str]) -> None:
+    """Parse ``argv`` with the subcommand's light command line: argparse prints the help (or
+    a usage error) and exits, with none of the subcommand's own modules loaded."""
+    if sub.parser and asks_help(argv):
+        parser = cast(argparse.ArgumentParser, importlib.import_module(sub.parser).build_parser())
+        parser.parse_args(argv)
 
 
 def run(name: str, argv: Sequence[str]) -> int:
     """Run subcommand ``name`` with ``argv``; its exit code (0 when a reader such as ``head``
     closed the output pipe early, as for any Unix filter)."""
-    module = importlib.import_module(SUBCOMMANDS[name].module)
-    entry = cast(Callable[[list[str]], int], module.main)
-    return quiet_on_closed_pipe(lambda: entry(list(argv)))
+    sub = SUBCOMMANDS[name]
+
+    def command() -> int:
+        explain(sub, list(argv))
+        entry = cast(Callable[[list[str]], int], importlib.import_module(sub.module).main)
+        return entry(list(argv))
+
+    return quiet_on_closed_pipe(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

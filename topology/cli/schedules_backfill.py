@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, UsageError
-from warren_cron.cli.enqueue import time_arg
+from warren_cron.cli.enqueue_args import time_arg
 from warren_cron.cli.schedules_store import started
 from warren_cron.clock import utcnow
 from warren_cron.errors import PlanError, StoreError
