@@ -16,10 +16,10 @@ from tests.helpers import fired_and_tried, write_history
 from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.history.events import event
-from warren_cron.history.reader import Start, read_messages
+from warren_cron.history.reader import Budget, Start, read_messages
 from warren_cron.history.recent import CLOCK_SLACK, one_run
 from warren_cron.history.runs import Run
-from warren_cron.monitor.dashboard.pages import runs as runs_page
+from warren_cron.monitor.dashboard import scans
 from warren_cron.monitor.dashboard.recent import PER_SCHEDULE
 from warren_cron.testing.waits import eventually
 
@@ -55,12 +55,12 @@ async def test_a_run_not_kept_is_read_from_its_minute_in_the_stream_and_shown_wh
     starts: list[Start] = []
 
     async def spied(
-        connection: AbstractConnection, name: str, run: str, start: Start
+        connection: AbstractConnection, name: str, run: str, start: Start, budget: Budget
     ) -> Run | None:
         starts.append(start)
-        return await one_run(connection, name, run, start)
+        return await one_run(connection, name, run, start, budget)
 
-    monkeypatch.setattr(runs_page, "one_run", spied)
+    monkeypatch.setattr(scans, "one_run", spied)
     monitor = await run_monitor(dashboard_port=free_port())
     dashboard = monitor.dashboard
     await eventually(lambda: "tail@x" in dashboard.recent.runs, 10, what="the history followed")

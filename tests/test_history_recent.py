@@ -24,7 +24,7 @@ from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.history import recent
 from warren_cron.history.events import event
-from warren_cron.history.reader import Start
+from warren_cron.history.reader import Budget, Start
 from warren_cron.history.recent import CLOCK_SLACK, FIRST_WINDOW, one_run, recent_runs, story_start
 from warren_cron.history.runs import Run
 
@@ -42,9 +42,11 @@ async def test_a_run_older_than_the_first_window_is_found_in_a_wider_one(
     starts: list[Start] = []
     runs_from = recent.runs_from
 
-    async def counted(connection: AbstractConnection, stream: str, start: Start) -> list[Run]:
+    async def counted(
+        connection: AbstractConnection, stream: str, start: Start, budget: Budget | None = None
+    ) -> list[Run]:
         starts.append(start)
-        return await runs_from(connection, stream, start)
+        return await runs_from(connection, stream, start, budget)
 
     monkeypatch.setattr(recent, "runs_from", counted)
     stream = broker.names.history_stream

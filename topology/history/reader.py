@@ -8,23 +8,31 @@ while it reads may or may not be included.
 ``read_messages`` hands over each message's offset and body, for a reader that need not
 decode them all; given ``until``, it stops before the first message that condition accepts
 and asks the broker for fewer messages ahead, as whatever was sent past the stop is read for
-nothing.
+nothing. Given a ``Budget``, a read also stops once it has handed over that many events, and
+the budget says it was cut: what a viewer asks of the monitor must not read the whole stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    ConsumerTag,
+)
 
 from warren_cron.broker.connect import open_channel
 from warren_cron.broker.drops import through_drops
 from warren_cron.broker.held import close_quietly
+from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 
 #: Where a read starts: ``first``, ``last``, ``next``, an offset, or a time (second precision).
@@ -42,6 +50,27 @@ _ACK_EVERY = 500
 #: True for the body of the first message a read should not go past.
 Until = Callable[[bytes], bool]
 R = TypeVar("R")
+#: How every writer's encoding (``events.event``, orjson) begins an event: ``v`` comes first.
+_EVENT_START = b'{"v":'
+
+
+@dataclass(slots=True)
+class Budget:
+    """How many events reads may hand over (None: no bound), how many they did, and whether
+    one stopped at the bound before its end."""
+
+    limit: int | None
+    scanned: int = 0
+    cut: bool = False
+
+    def spend(self, body: bytes) -> None:
+        """Count the events of one message handed over."""
+        self.scanned += body.count(_EVENT_START)
+
+    def spent(self) -> bool:
+        """True (and ``cut`` set) when no more may be read."""
+        self.cut = self.cut or (self.limit is not None and self.scanned >= self.limit)
+        return self.cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,21 +115,29 @@ def stream_offset(message: AbstractIncomingMessage) -> int:
 
 
 async def read_stream(
-    connection: AbstractConnection, stream: str, start: Start = "first"
-) -> AsyncIterator[Event]:
-    """Every event from ``start`` to the stream's end, in order; bodies of no known schema are
-    skipped."""
-    async with contextlib.aclosing(read_messages(connection, stream, start)) as messages:
+    connection: AbstractConnection,
+    stream: str,
+    start: Start = "first",
+    budget: Budget | None = None,
+) -> AsyncGenerator[Event, None]:
+    """Every event from ``start`` to the stream's end (or the ``budget``), in order; bodies of
+    no known schema are skipped."""
+    reading = read_messages(connection, stream, start, budget=budget)
+    async with contextlib.aclosing(reading) as messages:
         async for offset, body in messages:
             for event in decode(body, offset):
                 yield event
 
 
 async def read_messages(
-    connection: AbstractConnection, stream: str, start: Start = "first", until: Until | None = None
+    connection: AbstractConnection,
+    stream: str,
+    start: Start = "first",
+    until: Until | None = None,
+    budget: Budget | None = None,
 ) -> AsyncGenerator[tuple[int, bytes], None]:
-    """The offset and body of every message from ``start`` to the stream's end, or to the
-    first that ``until`` accepts (left out)."""
+    """The offset and body of every message from ``start`` to the stream's end, to the first
+    that ``until`` accepts (left out), or until ``budget`` is spent."""
     stopping = until is not None
     channel, inbox = await consuming(
         connection, lambda channel: _consume(channel, stream, start, stopping)
@@ -111,7 +148,11 @@ async def read_messages(
         async with contextlib.aclosing(inbox) as messages:
             async for message in messages:
                 if until is not None and until(message.body):
-                    return  # closing the channel ends the consumer: every ack was awaited
+                    return  # the consumer is cancelled, its channel closed: every ack was awaited
+                if budget is not None:
+                    if budget.spent():
+                        return
+                    budget.spend(message.body)
                 yield stream_offset(message), message.body
     finally:
         await channel.close()
@@ -148,10 +189,24 @@ async def _consume(
         return None
     inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
     queue = await channel.get_queue(stream, ensure=False)
-    await queue.consume(inbox.put, arguments={"x-stream-offset": start})
+    tag = await queue.consume(inbox.put, arguments={"x-stream-offset": start})
     # ``end`` starts the last chunk: a start past it may still be short of the real end.
     before = start - 1 if isinstance(start, int) else -1
-    return _drain(inbox, end.offset, before, ahead)
+    return _cancelling(queue, tag, _drain(inbox, end.offset, before, ahead))
+
+
+async def _cancelling(
+    queue: AbstractQueue, tag: ConsumerTag, messages: AsyncGenerator[AbstractIncomingMessage, None]
+) -> AsyncGenerator[AbstractIncomingMessage, None]:
+    """``messages``, then the consumer cancelled, however the read ends: RabbitMQ (3.10) goes
+    on counting a stream's consumer whose channel closed without a cancel."""
+    try:
+        async with contextlib.aclosing(messages):
+            async for message in messages:
+                yield message
+    finally:
+        with contextlib.suppress(*BROKER_TROUBLE):
+            await queue.cancel(tag)
 
 
 async def _drain(

@@ -18,10 +18,16 @@ failed run may be replayed days later); a run that has settled (``SETTLED``: suc
 skipped, ...) gets no event after its end, so the read stops once it meets an event
 ``CLOCK_SLACK`` later than that end, which every event of the run, clocks and publishers'
 batching allowing, has come before.
+
+Given a ``Budget`` (the monitor gives one to every read a viewer asks for), the reads of one
+call hand over at most its number of events, windows read again included; a call cut there
+answers what it found, and its budget says so. A run id naming no time (``key:...``) is
+looked for in the same growing windows, the newest first, as there is no time to seek to.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -29,7 +35,7 @@ from aio_pika.abc import AbstractConnection
 
 from warren_cron.clock import utcnow
 from warren_cron.history.events import decode, last_time, mention
-from warren_cron.history.reader import Start, read_messages, read_stream
+from warren_cron.history.reader import Budget, Start, read_messages, read_stream
 from warren_cron.history.runs import SETTLED, Run, fold_runs, run_time
 
 FIRST_WINDOW = timedelta(minutes=5)
@@ -39,6 +45,8 @@ GROWTH = 4
 #: much before the time in its run id, and a settled run's until this much past its end.
 CLOCK_SLACK = timedelta(minutes=5)
 _LONG_AGO = datetime.min.replace(tzinfo=UTC)
+#: Events that begin a run: a read that holds one of its run holds the run's whole story.
+STARTS = frozenset({"fired", "triggered", "skipped"})
 
 Want = Callable[[Run], bool]
 #: The offset at or before every event of a time and after (an index's), or None if unknown.
@@ -58,10 +66,13 @@ def windows(since: datetime, now: datetime) -> list[datetime]:
     return [*starts, since]
 
 
-async def runs_from(connection: AbstractConnection, stream: str, start: Start) -> list[Run]:
-    """Every run with events from ``start`` to the stream's end."""
-    events = [event async for event in read_stream(connection, stream, start)]
-    return list(fold_runs(events).values())
+async def runs_from(
+    connection: AbstractConnection, stream: str, start: Start, budget: Budget | None = None
+) -> list[Run]:
+    """Every run with events from ``start`` to the stream's end (or the ``budget``)."""
+    # Closed here, not when collected: a cancelled read must end its consumer at once.
+    async with contextlib.aclosing(read_stream(connection, stream, start, budget)) as events:
+        return list(fold_runs([event async for event in events]).values())
 
 
 def newest_first(runs: list[Run]) -> list[Run]:
@@ -76,15 +87,21 @@ async def recent_runs(
     limit: int,
     since: datetime,
     now: datetime | None = None,
+    budget: Budget | None = None,
 ) -> list[Run]:
     """The ``limit`` newest runs that ``want`` accepts among those with events since
     ``since``, read in growing windows (see the module's docstring)."""
-    found: list[Run] = []
+    found: dict[str, Run] = {}
     for start in windows(since, now or utcnow()):
-        found = [run for run in await runs_from(connection, stream, start) if want(run)]
+        runs = await runs_from(connection, stream, start, budget)
+        if budget is not None and budget.cut:
+            # Cut short of the newer events: the smaller window before told those whole.
+            found = {run.run_id: run for run in runs if want(run)} | found
+            break
+        found = {run.run_id: run for run in runs if want(run)}
         if len(found) >= limit:
             break
-    return newest_first(found)[:limit]
+    return newest_first(list(found.values()))[:limit]
 
 
 def story_start(run_id: str, since: datetime | None, locate: Locate = _unknown) -> Start:
@@ -102,11 +119,15 @@ def story_start(run_id: str, since: datetime | None, locate: Locate = _unknown) 
 
 
 async def one_run(
-    connection: AbstractConnection, stream: str, run_id: str, start: Start
+    connection: AbstractConnection,
+    stream: str,
+    run_id: str,
+    start: Start,
+    budget: Budget | None = None,
 ) -> Run | None:
     """The run ``run_id`` with its events from ``start`` on (see the module's docstring for
-    where the read stops); None if it has none. Only messages that mention the run are
-    decoded whole."""
+    where the read stops, ``budget`` too); None if it has none. Only messages that mention
+    the run are decoded whole."""
     run, needle = Run(run_id), mention(run_id)
 
     def past_its_end(body: bytes) -> bool:
@@ -115,9 +136,24 @@ async def one_run(
         latest = last_time(body)
         return latest is not None and latest > run.ended_at + CLOCK_SLACK
 
-    async for offset, body in read_messages(connection, stream, start, until=past_its_end):
-        if needle in body:
-            for event in decode(body, offset):
-                if event.run_id == run_id:
-                    run.apply(event)
+    reading = read_messages(connection, stream, start, past_its_end, budget)
+    async with contextlib.aclosing(reading) as messages:
+        async for offset, body in messages:
+            if needle in body:
+                for event in decode(body, offset):
+                    if event.run_id == run_id:
+                        run.apply(event)
     return run if run.events else None
+
+
+async def timeless_run(
+    connection: AbstractConnection, stream: str, run_id: str, since: datetime, budget: Budget
+) -> Run | None:
+    """The run ``run_id``, whose id names no time, from the newest window of events since
+    ``since`` that holds its start (``windows``); else from the widest one read."""
+    run = None
+    for start in windows(since, utcnow()):
+        run = await one_run(connection, stream, run_id, start, budget)
+        if budget.cut or (run is not None and any(e.type in STARTS for e in run.events)):
+            break
+    return run

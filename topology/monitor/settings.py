@@ -137,6 +137,20 @@ class MonitorSettings(CronSettings):
         description="How often the dashboard reads the whole failed queue again (new "
         "failures and its own actions show at once).",
     )
+    history_scan_events: int = Field(
+        100_000,
+        ge=1_000,
+        description="The most history events one request to the API or dashboard reads from "
+        "the stream (a run not kept in memory, a list of runs); past it the answer is partial "
+        "(truncated: true) and says how to narrow the query.",
+    )
+    history_scans: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="Requests that may read the history stream at once; more get 429 with "
+        "Retry-After, so viewers cannot starve the monitor's other work.",
+    )
 
     @model_validator(mode="after")
     def _events_are_signed(self) -> MonitorSettings:

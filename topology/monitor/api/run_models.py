@@ -67,7 +67,21 @@ class Run(BaseModel):
     attempts: list[Attempt]
 
 
-class RunList(BaseModel):
+class Scanned(BaseModel):
+    """How much of the history stream an answer read (0: answered from memory)."""
+
+    scanned: int = Field(0, description="history events read from the stream for this answer")
+    truncated: bool = Field(
+        False, description="the read stopped at CRON_HISTORY_SCAN_EVENTS: the answer is partial"
+    )
+    hint: str | None = Field(None, description="with truncated: how to narrow the query")
+
+
+class RunRead(Run, Scanned):
+    """One run, with how much of the history was read for it."""
+
+
+class RunList(Scanned):
     """The newest runs the query picks, with events since ``since``."""
 
     runs: list[Run]

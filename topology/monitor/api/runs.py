@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warren_cron.client.options import EnqueueOptions
 from warren_cron.clock import utc_text, utcnow
@@ -20,7 +20,8 @@ from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
 from warren_cron.failed.select import parse_since
 from warren_cron.history.events import event
 from warren_cron.history.lifecycle import RunStatus, status_of
-from warren_cron.history.recent import one_run, recent_runs, story_start
+from warren_cron.history.reader import Budget
+from warren_cron.history.recent import recent_runs
 from warren_cron.history.runs import Run as Folded
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
@@ -30,15 +31,17 @@ from warren_cron.monitor.api.run_models import (
     Run,
     RunList,
     RunQuery,
+    RunRead,
     RunsQuery,
 )
-
-if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, scanned
+from warren_cron.monitor.dashboard.scans import run_story
 
 #: The longest run id looked up: longer ones are no run id warren makes.
 MAX_RUN_ID = 300
 DEFAULT_SINCE = timedelta(days=1)
+#: A run's status (None: no event of it) and the budget of the read, if the stream was read.
+Status = tuple[RunStatus | None, Budget | None]
 
 
 def since_of(text: str | None, oldest: timedelta) -> datetime:
@@ -69,50 +72,58 @@ async def list_runs(call: Call) -> RunList:
         state = query.state is None or as_run(run.run_id, run).state == query.state
         return named and state
 
-    stream = dashboard.names.history_stream
-    runs = await recent_runs(dashboard.connection, stream, want, query.limit, since)
+    stream, limit = dashboard.names.history_stream, query.limit
+
+    async def read(budget: Budget) -> list[Folded]:
+        return await recent_runs(dashboard.connection, stream, want, limit, since, None, budget)
+
+    runs, budget = await scanned(call, read)
     found = [as_run(run.run_id, run) for run in runs]
-    return RunList(runs=found, since=utc_text(since), more=len(found) == query.limit)
+    more = len(found) == query.limit
+    return RunList(runs=found, since=utc_text(since), more=more, **partial(budget, LIST_HINT))
 
 
-async def get_run(call: Call) -> Run:
+async def get_run(call: Call) -> RunRead:
     """One run: its state, every attempt, its error or its result; ``wait`` long-polls."""
     run_id, wait = call.request.match_info["run_id"], call.query_as(RunQuery).wait
     if not 0 < len(run_id) <= MAX_RUN_ID or not run_id.isprintable():
         raise ApiError(400, "invalid", f"run_id: 1 to {MAX_RUN_ID} printable characters")
     if wait > 0:
         with call.dashboard.api.waiters.watch(run_id) as woken:
-            status = await _waited(call.dashboard, run_id, woken, wait)
+            status, budget = await _waited(call, run_id, woken, wait)
     else:
-        status = await _status(call.dashboard, run_id)
+        status, budget = await _status(call, run_id)
+    read = partial(budget, RUN_HINT)
     if status is None:
         why = f"no event of run {run_id!r}: unknown, not run yet, or older than the history"
-        raise ApiError(404, "not_found", why)
-    return Run.model_validate(status.as_json())
+        if read["truncated"]:
+            why = f"no event of run {run_id!r} in the {read['scanned']} events read"
+        raise ApiError(404, "not_found", why, **read)
+    return RunRead.model_validate({**status.as_json(), **read})
 
 
-async def _waited(
-    dashboard: Dashboard, run_id: str, woken: asyncio.Event, wait: float
-) -> RunStatus | None:
+async def _waited(call: Call, run_id: str, woken: asyncio.Event, wait: float) -> Status:
     """The run's status once it ended, or when ``wait`` seconds passed."""
     deadline = asyncio.get_running_loop().time() + wait
     while True:
         woken.clear()  # before the read: an event landing during it wakes the wait below
-        status = await _status(dashboard, run_id)
+        status, budget = await _status(call, run_id)
         left = deadline - asyncio.get_running_loop().time()
         if (status is not None and status.done) or left <= 0:
-            return status
+            return status, budget
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(woken.wait(), left)
 
 
-async def _status(dashboard: Dashboard, run_id: str) -> RunStatus | None:
-    """Where the run stands, from the runs kept in memory or its story in the stream."""
+async def _status(call: Call, run_id: str) -> Status:
+    """Where the run stands, from the runs kept in memory (no read: no budget), else from its
+    story in the stream, read within the monitor's bound."""
+    dashboard = call.dashboard
     run = dashboard.recent.whole(run_id)
+    budget = None
     if run is None:  # not kept, or kept without its start: its story from the stream
-        start = story_start(run_id, None, dashboard.offsets.offset_at)
-        run = await one_run(dashboard.connection, dashboard.names.history_stream, run_id, start)
-    return None if run is None else status_of(run_id, run, utcnow())
+        run, budget = await scanned(call, lambda budget: run_story(dashboard, run_id, budget))
+    return (None if run is None else status_of(run_id, run, utcnow())), budget
 
 
 async def enqueue_run(call: Call) -> Enqueued:
@@ -150,8 +161,8 @@ def options_of(body: EnqueueBody) -> EnqueueOptions:
 
 RUN = "/runs/{run_id}"
 ENDPOINTS = [
-    Endpoint("GET", "/runs", list_runs, "read", RunList, query=RunsQuery),
-    Endpoint("GET", RUN, get_run, "read", Run, query=RunQuery, errors=(400, 404, 429)),
+    Endpoint("GET", "/runs", list_runs, "read", RunList, query=RunsQuery, errors=(429, 503)),
+    Endpoint("GET", RUN, get_run, "read", RunRead, query=RunQuery, errors=(400, 404, 429, 503)),
     Endpoint(
         "POST", "/runs", enqueue_run, "enqueue", Enqueued, EnqueueBody, status=202, errors=(503,)
     ),

@@ -32,6 +32,7 @@ from warren_cron.monitor.dashboard.flow import FlowSeen
 from warren_cron.monitor.dashboard.offsets import OffsetIndex
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
+from warren_cron.monitor.dashboard.scans import ScanGate
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
 from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
@@ -66,6 +67,8 @@ class Dashboard:
         self.flow = FlowSeen()
         self.recent = RecentRuns()
         self.offsets = OffsetIndex()
+        #: Reads of the history stream requests ask for: bounded in number and in events.
+        self.scans = ScanGate(settings.history_scans, settings.history_scan_events)
         self.failed = FailedIndex(self.names, settings.dashboard_refresh_seconds)
         token = settings.dashboard_token
         throttle = LoginThrottle(
@@ -154,6 +157,8 @@ class Dashboard:
     async def stop(self) -> None:
         """Stop serving and reading; events of actions still buffered are sent."""
         self._stop.set()
+        # First: the server waits for requests under way, and a read could last its bound.
+        await self.scans.close()
         if self._runner is not None:
             await self._runner.cleanup()
         for task in self._tasks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
@@ -16,15 +17,21 @@ from warren_cron.cancel.tombstone import checked_run_id
 from warren_cron.client.runs import run_status
 from warren_cron.errors import CancelError
 from warren_cron.failed.select import RecordFilter, exact
-from warren_cron.history.recent import one_run, story_start
+from warren_cron.history.reader import Budget
 from warren_cron.history.runs import ENDED, OUTCOMES, Run
 from warren_cron.history.timeline import seconds_text, steps
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.monitor.dashboard.recent import NOTABLE, PER_SCHEDULE
+from warren_cron.monitor.dashboard.scans import ScanRefused, run_story
+
+if TYPE_CHECKING:
+    from warren_cron.monitor.dashboard.service import Dashboard
 
 #: Runs listed at most.
 LIMIT = 100
+#: A run read from the stream (None: no event of it), and the read's budget.
+Scan = tuple[Run | None, Budget]
 
 
 async def runs_page(request: web.Request) -> web.StreamResponse:
@@ -56,10 +63,9 @@ async def run_page(request: web.Request) -> web.StreamResponse:
     """Every event of one run as a timeline, and its failed record if it has one."""
     dashboard = dashboard_of(request)
     run_id = request.match_info["run_id"]
-    run = dashboard.recent.whole(run_id)
+    run, budget = dashboard.recent.whole(run_id), None
     if run is None:  # not kept, or kept without its start: its story from the stream
-        start = story_start(run_id, None, dashboard.offsets.offset_at)
-        run = await one_run(dashboard.connection, dashboard.names.history_stream, run_id, start)
+        run, budget = await _scanned(request, dashboard, run_id)
     records = dashboard.failed.select(RecordFilter(run_id=exact(run_id)))
     status = 200 if run is not None or records else 404
     return dashboard.page(
@@ -73,7 +79,21 @@ async def run_page(request: web.Request) -> web.StreamResponse:
         took=seconds_text,
         ended=ENDED,
         back=f"/runs/{quote(run_id, safe='')}",
+        truncated=budget is not None and budget.cut,
+        scanned=0 if budget is None else budget.scanned,
     )
+
+
+async def _scanned(request: web.Request, dashboard: Dashboard, run_id: str) -> Scan:
+    """The run's story read from the stream within the monitor's bound; 429 or 503 when the
+    read is refused."""
+    try:
+        return await dashboard.scans.scan(
+            request, lambda budget: run_story(dashboard, run_id, budget)
+        )
+    except ScanRefused as refused:
+        page = web.HTTPTooManyRequests if refused.status == 429 else web.HTTPServiceUnavailable
+        raise page(text=refused.message, headers=refused.headers) from None
 
 
 async def cancel(request: web.Request) -> web.StreamResponse:

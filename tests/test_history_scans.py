@@ -1,0 +1,160 @@
+"""Reads of the history stream a viewer asks the monitor for are bounded: in events read per
+request (the answer then says it is partial), in reads at once, and they end when their
+client hangs up or the monitor stops, leaving no consumer on the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+
+from tests.api import Api, bearer, served_api
+from tests.inprocess import InProcess
+from tests.namespace import TestBroker
+from warren_cron.clock import utc_text, utcnow
+from warren_cron.history import reader
+from warren_cron.history.events import event
+from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.monitor import Monitor
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.testing.waits import eventually
+
+pytestmark = pytest.mark.broker
+#: Events in the namespace's history: many times the bound the tests set.
+EVENTS = 30_000
+BOUND = 2_000
+#: The most events a stream message holds (the publisher's batch): a read may pass its
+#: bound by one message's worth.
+BATCH = 500
+CHUNK = 10_000
+
+
+async def fill_history(broker: TestBroker, count: int) -> None:
+    """Publish ``count`` events of runs of the schedule ``busy`` through a history publisher."""
+    publisher = HistoryPublisher(broker.names, broker.settings(), "test", metrics=False)
+    await publisher.start(broker.connection)
+    now = utcnow()
+    for first in range(0, count, CHUNK):  # each chunk within the publisher's buffer
+        for n in range(first, min(first + CHUNK, count)):
+            ids = {"run_id": f"busy@manual-{utc_text(now)}-{n}", "schedule": "busy", "task": "x"}
+            publisher.emit(event("fired", at=now, **ids))
+        await sent(publisher, min(first + CHUNK, count))
+    await publisher.close()
+
+
+async def sent(publisher: HistoryPublisher, count: int) -> None:
+    """Wait until ``publisher`` has sent ``count`` events."""
+    await eventually(lambda: publisher.published >= count, 60, what=f"{count} events sent")
+
+
+@pytest.fixture
+async def busy_api(
+    broker: TestBroker, run_monitor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Api]:
+    """A monitor serving the API with a bound of ``BOUND`` events, on a history holding
+    ``EVENTS`` events."""
+    await fill_history(broker, EVENTS)
+    bound = {"history_scan_events": BOUND, "history_scans": 1}
+    async with served_api(broker, run_monitor, tmp_path, monkeypatch, **bound) as served:
+        yield served
+
+
+async def test_a_query_matching_nothing_answers_partial_after_the_bound(busy_api: Api) -> None:
+    """A list for a schedule no run has reads at most the bound (not the whole stream) and
+    says the answer is partial and how to narrow it; a run id naming no time likewise."""
+    status, page = await busy_api.call("GET", "/runs?since=7d&schedule=nomatch", "viewer")
+    assert status == 200, page
+    assert (page["runs"], page["truncated"]) == ([], True)
+    assert BOUND <= page["scanned"] <= BOUND + BATCH and "since" in page["hint"]
+    status, error = await busy_api.call("GET", "/runs/key:never-used", "viewer")
+    assert status == 404 and error["error"]["truncated"] is True, error
+    assert error["error"]["scanned"] <= BOUND + BATCH
+
+
+def stalling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every stream read stop after its first message as if the broker stalled there:
+    a scan that stays in flight until something ends it."""
+    drain = reader._drain
+    never = asyncio.Event()
+
+    async def stalled(*args: Any) -> AsyncGenerator[AbstractIncomingMessage, None]:
+        async for message in drain(*args):
+            yield message
+            await never.wait()
+
+    monkeypatch.setattr(reader, "_drain", stalled)
+
+
+async def readers(broker: TestBroker) -> int:
+    """Consumers of the namespace's history stream now, as the broker lists them (a stream's
+    declare counts none, nor does ``list_consumers``)."""
+    ctl = shutil.which("rabbitmqctl")
+    assert ctl is not None, "these tests count consumers with rabbitmqctl"
+    listing = await asyncio.create_subprocess_exec(
+        ctl, "-q", "list_queues", "name", "consumers", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await listing.communicate()
+    assert listing.returncode == 0
+    rows = [line.split("\t") for line in out.decode().splitlines()]
+    [count] = [int(row[1]) for row in rows if row[0] == broker.names.history_stream]
+    return count
+
+
+async def test_a_client_that_hangs_up_leaves_no_consumer_on_the_stream(
+    busy_api: Api, broker: TestBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request whose client disconnects mid-read ends its read: the stream is back to the
+    monitor's own followers."""
+    followers = await readers(broker)
+    stalling(monkeypatch)
+    url = busy_api.url + "/runs?since=1h&schedule=nomatch"
+    request = asyncio.create_task(busy_api.http.get(url, headers=bearer("viewer")))
+    await eventually(lambda: _more(broker, followers), 30, what="the read consuming")
+    request.cancel()  # the client hangs up
+    await asyncio.gather(request, return_exceptions=True)
+    await eventually(lambda: _back(broker, followers), 30, what="the read's consumer gone")
+
+
+async def _more(broker: TestBroker, followers: int) -> bool:
+    return await readers(broker) > followers
+
+
+async def _back(broker: TestBroker, followers: int) -> bool:
+    return await readers(broker) == followers
+
+
+async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
+    broker: TestBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one read allowed at once, a second gets 429 with Retry-After while the first
+    reads; the monitor stops promptly with that read in flight, which is answered 503."""
+    await fill_history(broker, EVENTS // 10)
+    monitors = InProcess(start_timeout=15)
+
+    async def start(schedules: Any = (), **overrides: Any) -> Monitor:
+        ours: dict[str, Any] = {"namespace": broker.names.namespace, "amqp_url": broker.url}
+        settings = MonitorSettings(**ours, queue_type=broker.queue_type, **overrides)
+        return await monitors.start(Monitor(settings, schedules=schedules))
+
+    async with served_api(broker, start, tmp_path, monkeypatch, history_scans=1) as api:
+        followers = await readers(broker)
+        stalling(monkeypatch)
+        url = api.url + "/runs?schedule=nomatch"
+        first = asyncio.create_task(_status(api, url))
+        await eventually(lambda: _more(broker, followers), 30, what="the first read consuming")
+        assert await _status(api, url) == 429
+        # The web server waits up to 60 s for requests under way: the read must end first.
+        await monitors.stop_all(timeout=15)
+        assert await first == 503
+
+
+async def _status(api: Api, url: str) -> int:
+    """The status of a GET of ``url`` as a viewer; a 429 must say when to try again."""
+    async with api.http.get(url, headers=bearer("viewer")) as got:
+        assert got.status != 429 or got.headers["Retry-After"]
+        return got.status
