@@ -17,7 +17,7 @@ reload that added it to the file), however long ago the last wake-up was.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -135,9 +135,11 @@ class FireHeap:
                 self._heap.append((schedule.due(fire), schedule.name, fire))
         heapq.heapify(self._heap)
 
-    def next_time(self) -> datetime | None:
-        """When the earliest schedule fires next; None when none ever will."""
-        return self._heap[0][0] if self._heap else None
+    def next_time(self, held: Collection[str] = ()) -> datetime | None:
+        """When the earliest schedule not ``held`` (paused) fires next; None when none will."""
+        if not held:
+            return self._heap[0][0] if self._heap else None
+        return min((due for due, name, _ in self._heap if name not in held), default=None)
 
     def pop_due(self, now: datetime) -> Batch:
         """Take every fire up to ``now``, apply catch-up, and queue each schedule's next."""

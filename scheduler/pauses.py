@@ -159,6 +159,7 @@ class PauseBook:
         else:
             return  # the state did not change
         if live:
+            self._wake.set()  # the fire loop tells its next fire again: a paused one has none
             log.info(f"schedule {event.type}", schedule=name, **_fields(event))
 
     def _resumed(self, name: str, event: Event) -> None:

@@ -152,8 +152,10 @@ class Term:
                 cursor = now
                 await watermark.write(cursor)
                 owner.handled_up_to = owner.last_fire_at = cursor
-            owner.next_fire_at = heap.next_time()
-            await self._sleep_until(owner.next_fire_at)
+            # A paused schedule's fires still wake the loop (each is skipped, and counted),
+            # but none is a next fire: it publishes nothing.
+            owner.next_fire_at = heap.next_time(self.pauses.paused)
+            await self._sleep_until(heap.next_time())
 
     async def _start_cursor(self, watermark: Watermark) -> datetime:
         stored = await watermark.read()
