@@ -11,7 +11,9 @@
      │    ├── EnqueueError         arguments of an enqueue (a naive time, a ttl before due)
      │    └── HandlerImportError   a module of CRON_HANDLER_MODULES
      ├── BrokerError              RabbitMQ: the process exits 3
-     │    ├── BrokerUnavailable    not reachable at start
+     │    ├── BrokerUnavailable    not reachable at start, or failed under a client's call
+     │    │    ├── Unconfirmed     a create of a bulk the broker did not confirm (a StoreError)
+     │    │    └── CreatesCut      a bulk create cut short: ``results`` says what became of each
      │    └── TopologyError        a queue exists with other arguments than this config's
      ├── StoreError               a change to the runtime schedules that cannot be made
      │    ├── InvalidSchedule      a spec or change that does not validate (each field named)
@@ -36,7 +38,8 @@ is the one family of them that loops catch to reconnect or retry, instead of cra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import ClassVar
 
 from aiormq.exceptions import AMQPConnectionError, AMQPError, ChannelInvalidStateError
@@ -137,6 +140,31 @@ class VersionConflict(StoreError):
         )
 
 
+class Unconfirmed(StoreError, BrokerUnavailable):
+    """One create of a bulk that the broker did not confirm: it may be stored or not
+    (``get_schedule`` tells); ``error`` is what the broker failed with."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        self.name, self.error = name, error
+        super().__init__(
+            f"schedule {name!r}: not confirmed, the broker failed ({type(error).__name__}); "
+            "it may be stored or not: get it to know, create it again if it is not"
+        )
+
+
+class CreatesCut(BrokerUnavailable):
+    """A bulk create cut short by the broker; ``results`` has, per spec in the order given,
+    the schedule stored, the ``StoreError`` that refused it, or ``Unconfirmed``."""
+
+    def __init__(self, results: Sequence[object]) -> None:
+        self.results = list(results)
+        unsure = sum(isinstance(result, Unconfirmed) for result in results)
+        super().__init__(
+            f"the broker failed during the creates: {unsure} of {len(results)} not confirmed "
+            "(``results`` says which were stored); create those again once it is back"
+        )
+
+
 class RunFailed(WarrenError):
     """A run ended without a result: ``state`` is failed, expired or cancelled, ``error`` why."""
 
@@ -223,3 +251,19 @@ BROKER_TROUBLE: tuple[type[BaseException], ...] = (
     AMQPError,
     ChannelInvalidStateError,
 )
+
+
+@contextmanager
+def broker_failures(what: str) -> Iterator[None]:
+    """Raise the client libraries' broker errors in this block as ``BrokerUnavailable``
+    saying that ``what`` may not have been done; warren's own errors pass as they are."""
+    try:
+        yield
+    except WarrenError:
+        raise
+    except BROKER_TROUBLE as error:
+        # The type only: a library's message may carry an address.
+        raise BrokerUnavailable(
+            f"{what}: the broker failed under the call ({type(error).__name__}), so it may "
+            "not be done; try again once the broker is back"
+        ) from error

@@ -16,12 +16,14 @@ from warren_cron.client.sync import SyncClient
 from warren_cron.errors import (
     BrokerUnavailable,
     CancelError,
+    CreatesCut,
     EnqueueError,
     InvalidSchedule,
     NameTaken,
     PlanError,
     ScheduleNotFound,
     StoreError,
+    Unconfirmed,
     VersionConflict,
 )
 from warren_cron.plan import RetryPlan
@@ -32,6 +34,7 @@ __all__ = [
     "CancelAnswer",
     "CancelError",
     "Client",
+    "CreatesCut",
     "EnqueueError",
     "EnqueueOptions",
     "Enqueued",
@@ -43,5 +46,6 @@ __all__ = [
     "StoreError",
     "StoredSchedule",
     "SyncClient",
+    "Unconfirmed",
     "VersionConflict",
 ]

@@ -22,6 +22,7 @@ from warren_cron.client.schedules import ScheduleMethods
 from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.envelope import Envelope
+from warren_cron.errors import broker_failures
 from warren_cron.history.stream import declare_history
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
@@ -122,16 +123,17 @@ class Client(ScheduleMethods):
 
         Returns once the broker confirmed it. With a ``key`` used before, nothing is sent and
         ``created`` is False. Raises ``EnqueueError`` or ``PlanError`` for bad arguments,
-        ``BrokerUnavailable`` when the broker cannot be reached.
+        ``BrokerUnavailable`` when the broker cannot be reached or fails under the call.
         """
         now = utcnow()
         envelope = one_off(task, payload, options, now)
         plan = plan_of(options, self._default)
-        await self.connect()
-        key = options.get("key")
-        if key is not None and not await self._claim(key, envelope.run_id):
-            return Enqueued(envelope.run_id, None, created=False)
-        await self._send(envelope, plan, envelope.scheduled_for > now, key)
+        with broker_failures(f"the enqueue of {task!r}"):
+            await self.connect()
+            key = options.get("key")
+            if key is not None and not await self._claim(key, envelope.run_id):
+                return Enqueued(envelope.run_id, None, created=False)
+            await self._send(envelope, plan, envelope.scheduled_for > now, key)
         return Enqueued(envelope.run_id, envelope.scheduled_for)
 
     async def _send(

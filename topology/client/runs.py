@@ -16,7 +16,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from warren_cron.cancel.request import CancelAnswer, cancel_run
 from warren_cron.cancel.tombstone import checked_reason, checked_run_id
 from warren_cron.clock import utcnow
-from warren_cron.errors import RunFailed, RunTimeout
+from warren_cron.errors import RunFailed, RunTimeout, broker_failures
 from warren_cron.history.events import Event, who
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.lifecycle import RunStatus, status_of
@@ -91,14 +91,16 @@ class RunHandle:
 
     async def status(self) -> RunStatus:
         """Where the run stands now: its state and every attempt."""
-        connection, stream = await self._client.history_access()
-        return await run_status(connection, stream, self.run_id, self.due)
+        with broker_failures(f"the status of run {self.run_id!r}"):
+            connection, stream = await self._client.history_access()
+            return await run_status(connection, stream, self.run_id, self.due)
 
     async def wait(self, timeout: float | None = None) -> RunStatus:
         """Wait for the run to end, however it ends, and return its status; ``RunTimeout``
         after ``timeout`` seconds."""
-        connection, stream = await self._client.history_access()
-        return await wait_for_end(connection, stream, self.run_id, timeout)
+        with broker_failures(f"the wait for run {self.run_id!r}"):
+            connection, stream = await self._client.history_access()
+            return await wait_for_end(connection, stream, self.run_id, timeout)
 
     async def result(self, timeout: float | None = None) -> Any:
         """Wait for the run to end and return the handler's return value; ``RunFailed`` when
@@ -116,5 +118,6 @@ class RunHandle:
         checked_run_id(self.run_id)  # before reading the history for it
         reason = checked_reason(reason)
         status = await self.status()
-        channel, names = await self._client.cancel_access()
-        return await cancel_run(channel, names, status, by or who(), reason, until)
+        with broker_failures(f"the cancel of run {self.run_id!r}"):
+            channel, names = await self._client.cancel_access()
+            return await cancel_run(channel, names, status, by or who(), reason, until)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aio_pika.abc import AbstractRobustConnection
 
-from warren_cron.errors import StoreError
+from warren_cron.errors import StoreError, broker_failures
 from warren_cron.history.events import who
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.store.admin import ScheduleAdmin
@@ -68,8 +68,9 @@ class ScheduleMethods:
 
         Raises ``InvalidSchedule`` naming each bad field, ``NameTaken`` when the name is in
         use (by the schedules file, or a live runtime schedule)."""
-        admin = await self._schedules()
-        return await admin.create(spec, by or who(), reason)
+        with broker_failures("create_schedule"):
+            admin = await self._schedules()
+            return await admin.create(spec, by or who(), reason)
 
     async def create_schedules(
         self, specs: Iterable[SpecLike], *, by: str | None = None, reason: str | None = None
@@ -80,9 +81,12 @@ class ScheduleMethods:
         Every spec is checked before anything is written: ``InvalidSchedule`` for the first
         bad one (or a name given twice), ``NameTaken`` for a name of the schedules file. Each
         returned item is the created schedule, or the ``NameTaken`` that refused it (a live
-        runtime schedule has the name), in the order given."""
-        admin = await self._schedules()
-        return await admin.create_many(specs, by or who(), reason)
+        runtime schedule has the name), in the order given. The broker failing under them
+        raises ``CreatesCut``, whose ``results`` has each outcome: created, refused, or
+        ``Unconfirmed`` (get it to know)."""
+        with broker_failures("create_schedules"):
+            admin = await self._schedules()
+            return await admin.create_many(specs, by or who(), reason)
 
     async def update_schedule(
         self,
@@ -95,8 +99,9 @@ class ScheduleMethods:
     ) -> StoredSchedule:
         """Change fields of ``name`` (None: back to the default), based on ``version`` as
         read; ``VersionConflict`` when another change came first."""
-        admin = await self._schedules()
-        return await admin.update(name, changes, version, by or who(), reason)
+        with broker_failures("update_schedule"):
+            admin = await self._schedules()
+            return await admin.update(name, changes, version, by or who(), reason)
 
     async def archive_schedule(
         self,
@@ -107,16 +112,19 @@ class ScheduleMethods:
         reason: str | None = None,
     ) -> StoredSchedule:
         """Stop ``name`` for good, keeping its history (given ``version``: only if current)."""
-        admin = await self._schedules()
-        return await admin.archive(name, version, by or who(), reason)
+        with broker_failures("archive_schedule"):
+            admin = await self._schedules()
+            return await admin.archive(name, version, by or who(), reason)
 
     async def get_schedule(self, name: str) -> StoredSchedule:
         """``name``'s spec, version, status and history; ``ScheduleNotFound`` if none."""
-        return await (await self._schedules()).get(name)
+        with broker_failures("get_schedule"):
+            return await (await self._schedules()).get(name)
 
     async def list_schedules(self) -> list[StoredSchedule]:
         """Every runtime schedule (archived ones too), by name."""
-        return await (await self._schedules()).list()
+        with broker_failures("list_schedules"):
+            return await (await self._schedules()).list()
 
 
 class SyncScheduleMethods:

@@ -22,11 +22,14 @@ from warren_cron.cancel.request import archive_tombstone
 from warren_cron.cancel.stream import declare_cancels
 from warren_cron.clock import utcnow
 from warren_cron.errors import (
+    BROKER_TROUBLE,
+    CreatesCut,
     InvalidSchedule,
     NameTaken,
     PlanError,
     ScheduleNotFound,
     StoreError,
+    Unconfirmed,
     VersionConflict,
 )
 from warren_cron.history.events import Event
@@ -55,6 +58,8 @@ _KINDS: dict[str, Kind] = {
 #: Creates of one ``create_many`` written before the first is read back: each is a
 #: publish confirmed and read back, so one at a time is held to the broker's round trip.
 IN_FLIGHT = 200
+#: A create of ``create_many`` failed by these may be stored or not (the store unread in time).
+UNCONFIRMED: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, StoreError)
 #: The pauses the control stream held at start not read by then: the broker is in trouble.
 CATCH_UP_SECONDS = 30.0
 
@@ -144,7 +149,8 @@ class ScheduleAdmin:
 
         Every spec is checked first: one invalid (or a name given twice) raises
         ``InvalidSchedule`` and nothing is written. A create the store refuses (a live
-        schedule has the name) is that schedule's outcome; the others still apply."""
+        schedule has the name) is that schedule's outcome; the others still apply. The
+        broker failing under them raises ``CreatesCut`` with every outcome."""
         resolve = resolver(self.settings)
         specs = [self._new(raw, resolve) for raw in raws]
         _no_repeats(specs)
@@ -157,8 +163,15 @@ class ScheduleAdmin:
                     return await self._write("create", spec.name, previous, by, reason, spec)
                 except (NameTaken, VersionConflict) as refused:
                     return refused
+                except InvalidSchedule:
+                    raise
+                except UNCONFIRMED as error:
+                    return Unconfirmed(spec.name, error)
 
-        return list(await asyncio.gather(*(one(spec) for spec in specs)))
+        results = list(await asyncio.gather(*(one(spec) for spec in specs)))
+        if any(isinstance(result, Unconfirmed) for result in results):
+            raise CreatesCut(results)
+        return results
 
     def _new(self, raw: SpecLike, resolve: Resolve | None = None) -> ScheduleSpec:
         spec = self._resolved(checked_spec(raw), resolve)
