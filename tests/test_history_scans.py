@@ -14,6 +14,7 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
 from tests.api import Api, bearer, served_api
+from tests.helpers import fired_and_tried, write_history
 from tests.inprocess import InProcess
 from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
@@ -132,7 +133,8 @@ async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
     broker: TestBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With one read allowed at once, a second gets 429 with Retry-After while the first
-    reads; the monitor stops promptly with that read in flight, which is answered 503."""
+    reads, but a long poll waits for its run; the monitor stops promptly with that read in
+    flight, which is answered 503."""
     await fill_history(broker, EVENTS // 10)
     monitors = InProcess(start_timeout=15)
 
@@ -148,6 +150,12 @@ async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
         first = asyncio.create_task(_status(api, url))
         await eventually(lambda: _more(broker, followers), 30, what="the first read consuming")
         assert await _status(api, url) == 429
+        # A long poll is not refused: the run's events, followed live, answer it from memory.
+        run_id = f"tick@{utc_text(utcnow())}"
+        waited = asyncio.create_task(api.call("GET", f"/runs/{run_id}?wait=30", "viewer"))
+        await write_history(broker, fired_and_tried(run_id, utcnow(), "succeeded"))
+        status, run = await waited
+        assert (status, run["state"], run["scanned"]) == (200, "succeeded", 0), run
         # The web server waits up to 60 s for requests under way: the read must end first.
         await monitors.stop_all(timeout=15)
         assert await first == 503

@@ -103,16 +103,33 @@ async def get_run(call: Call) -> RunRead:
 
 
 async def _waited(call: Call, run_id: str, woken: asyncio.Event, wait: float) -> Status:
-    """The run's status once it ended, or when ``wait`` seconds passed."""
+    """The run's status once it ended, or when ``wait`` seconds passed. A read of the stream
+    refused while others run (429) is tried again at the run's next event, which the
+    monitor's follow of the history may answer from memory; refused at the end, it is 429."""
     deadline = asyncio.get_running_loop().time() + wait
     while True:
         woken.clear()  # before the read: an event landing during it wakes the wait below
-        status, budget = await _status(call, run_id)
+        status, budget, refused = await _tried(call, run_id)
         left = deadline - asyncio.get_running_loop().time()
         if (status is not None and status.done) or left <= 0:
+            if refused is not None:
+                raise refused
             return status, budget
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(woken.wait(), left)
+
+
+async def _tried(
+    call: Call, run_id: str
+) -> tuple[RunStatus | None, Budget | None, ApiError | None]:
+    """``_status``, or the refusal of a read while other reads run."""
+    try:
+        status, budget = await _status(call, run_id)
+    except ApiError as error:
+        if error.status != 429:
+            raise
+        return None, None, error
+    return status, budget, None
 
 
 async def _status(call: Call, run_id: str) -> Status:
