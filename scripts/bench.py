@@ -32,6 +32,7 @@ from benchlib import lag as lag_bench
 from benchlib import replay as replay_bench
 from benchlib import runtime_schedules as schedules_bench
 from benchlib import scale as scale_bench
+from benchlib import startup as startup_bench
 from benchlib import status as status_bench
 from benchlib.common import (
     DEFAULT_URL,
@@ -198,6 +199,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "clients": clients_bench.clients,
     "scale": scale_bench.scale,
     "schedules": schedules_bench.schedules,
+    "startup": startup_bench.startup,
 }
 
 
@@ -224,6 +226,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         clients_bench,
         scale_bench,
         schedules_bench,
+        startup_bench,
     ):
         module.add_command(sub)
     return parser.parse_args(argv)
