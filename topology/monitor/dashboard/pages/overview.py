@@ -11,6 +11,7 @@ from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
 from warren_cron.monitor.liveness import SchedulerWatch
+from warren_cron.ops.waiting import waiting_in
 from warren_cron.plan import format_delay
 from warren_cron.schedules.liveness import SchedulerView
 
@@ -27,7 +28,6 @@ async def overview(request: web.Request) -> web.StreamResponse:
         for name, state in keeper.fold.schedules.items()
         if state.silent and name in dashboard.by_name
     ]
-    counts = keeper.fold.counts().values()
     activity = dashboard.activity
     minutes = activity.per_minute(now, views.CHART_MINUTES)
     return dashboard.page(
@@ -46,7 +46,7 @@ async def overview(request: web.Request) -> web.StreamResponse:
         workers=activity.workers_seen(now),
         schedules=len(dashboard.schedules),
         paused=len(keeper.pauses),
-        retrying=sum(retrying for retrying, _ in counts),
+        waiting=waiting_in(queues),
         failed_records=len(dashboard.failed.records),
         failed_read_at=dashboard.failed.read_at,
     )
