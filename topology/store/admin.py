@@ -22,15 +22,11 @@ from warren_cron.cancel.request import archive_tombstone
 from warren_cron.cancel.stream import declare_cancels
 from warren_cron.clock import utcnow
 from warren_cron.errors import (
-    BROKER_TROUBLE,
-    CreatesCut,
     InvalidSchedule,
     NameTaken,
     PlanError,
     ScheduleNotFound,
     StoreError,
-    Unconfirmed,
-    VersionConflict,
 )
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
@@ -43,6 +39,7 @@ from warren_cron.schedules.schedule import build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.apply import SCHEDULER_FILE, Step
 from warren_cron.store.book import StoreBook
+from warren_cron.store.bulk import create_all, no_repeats
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 from warren_cron.store.edits import SpecLike, checked_spec, checked_text, updated_spec
 from warren_cron.store.masking import kept_secrets, refuse_masks
@@ -55,21 +52,8 @@ _KINDS: dict[str, Kind] = {
     "adopt": "update",
     "archive": "archive",
 }
-#: Creates of one ``create_many`` written before the first is read back: each is a
-#: publish confirmed and read back, so one at a time is held to the broker's round trip.
-IN_FLIGHT = 200
-#: A create of ``create_many`` failed by these may be stored or not (the store unread in time).
-UNCONFIRMED: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, StoreError)
 #: The pauses the control stream held at start not read by then: the broker is in trouble.
 CATCH_UP_SECONDS = 30.0
-
-
-def _no_repeats(specs: list[ScheduleSpec]) -> None:
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.name in seen:
-            raise InvalidSchedule(spec.name, ["name: given twice in one create_many"])
-        seen.add(spec.name)
 
 
 class ScheduleAdmin:
@@ -145,7 +129,7 @@ class ScheduleAdmin:
     async def create_many(
         self, raws: Iterable[SpecLike], by: str, reason: str | None = None
     ) -> list[StoredSchedule | StoreError]:
-        """Create many schedules, ``IN_FLIGHT`` changes at a time; each outcome in order.
+        """Create many schedules, ``bulk.IN_FLIGHT`` changes at a time; each outcome in order.
 
         Every spec is checked first: one invalid (or a name given twice) raises
         ``InvalidSchedule`` and nothing is written. A create the store refuses (a live
@@ -153,25 +137,13 @@ class ScheduleAdmin:
         broker failing under them raises ``CreatesCut`` with every outcome."""
         resolve = resolver(self.settings)
         specs = [self._new(raw, resolve) for raw in raws]
-        _no_repeats(specs)
-        window = asyncio.Semaphore(IN_FLIGHT)
+        no_repeats(specs)
 
-        async def one(spec: ScheduleSpec) -> StoredSchedule | StoreError:
-            async with window:
-                previous = self.book.state.version(spec.name)
-                try:
-                    return await self._write("create", spec.name, previous, by, reason, spec)
-                except (NameTaken, VersionConflict) as refused:
-                    return refused
-                except InvalidSchedule:
-                    raise
-                except UNCONFIRMED as error:
-                    return Unconfirmed(spec.name, error)
+        async def create(spec: ScheduleSpec) -> StoredSchedule:
+            previous = self.book.state.version(spec.name)  # read once its turn came
+            return await self._write("create", spec.name, previous, by, reason, spec)
 
-        results = list(await asyncio.gather(*(one(spec) for spec in specs)))
-        if any(isinstance(result, Unconfirmed) for result in results):
-            raise CreatesCut(results)
-        return results
+        return await create_all(specs, create)
 
     def _new(self, raw: SpecLike, resolve: Resolve | None = None) -> ScheduleSpec:
         spec = self._resolved(checked_spec(raw), resolve)
