@@ -133,8 +133,8 @@ async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
     broker: TestBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With one read allowed at once, a second gets 429 with Retry-After while the first
-    reads, but a long poll waits for its run; the monitor stops promptly with that read in
-    flight, which is answered 503."""
+    reads, but a long poll waits for its run; the monitor stops promptly with that read and
+    another long poll in flight, which are answered at once."""
     await fill_history(broker, EVENTS // 10)
     monitors = InProcess(start_timeout=15)
 
@@ -156,9 +156,13 @@ async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
         await write_history(broker, fired_and_tried(run_id, utcnow(), "succeeded"))
         status, run = await waited
         assert (status, run["state"], run["scanned"]) == (200, "succeeded", 0), run
-        # The web server waits up to 60 s for requests under way: the read must end first.
+        waiters = api.monitor.dashboard.api.waiters  # type: ignore[union-attr]
+        polled = asyncio.create_task(api.call("GET", "/runs/tock@2020-01-01T00:00:00Z?wait=60"))
+        await eventually(lambda: waiters.count == 1, 30, what="a long poll waiting")
+        # The web server waits up to 60 s for requests under way: they must end first.
         await monitors.stop_all(timeout=15)
         assert await first == 503
+        assert (await polled)[0] in (404, 503)
 
 
 async def _status(api: Api, url: str) -> int:

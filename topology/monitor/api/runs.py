@@ -111,7 +111,8 @@ async def _waited(call: Call, run_id: str, woken: asyncio.Event, wait: float) ->
         woken.clear()  # before the read: an event landing during it wakes the wait below
         status, budget, refused = await _tried(call, run_id)
         left = deadline - asyncio.get_running_loop().time()
-        if (status is not None and status.done) or left <= 0:
+        over = left <= 0 or call.dashboard.api.waiters.closed  # the monitor stops: answer now
+        if (status is not None and status.done) or over:
             if refused is not None:
                 raise refused
             return status, budget

@@ -17,6 +17,8 @@ from warren_cron.monitor.api.problems import ApiError
 
 #: Calls that may wait at once; more get a 429 (each holds an open HTTP request).
 MAX_WAITERS = 1000
+#: What a call refused as the monitor stops is told: another monitor, or this one restarted.
+RETRY = {"Retry-After": "5"}
 #: The longest wait one call may ask for: proxies cut idle requests after a minute or so.
 MAX_WAIT_SECONDS = 60.0
 
@@ -28,6 +30,8 @@ class RunWaiters:
         self.limit = limit
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._count = 0
+        #: Set when the monitor stops: waiting calls answer at once, new ones are refused.
+        self.closed = False
 
     @property
     def count(self) -> int:
@@ -40,9 +44,20 @@ class RunWaiters:
             for woken in self._waiting.get(item.run_id or "", ()):
                 woken.set()
 
+    def close(self) -> None:
+        """Wake every waiting call to answer now, and refuse new ones: the web server would
+        wait up to a minute for them before the monitor stops."""
+        self.closed = True
+        for waiting in self._waiting.values():
+            for woken in waiting:
+                woken.set()
+
     @contextlib.contextmanager
     def watch(self, run_id: str) -> Iterator[asyncio.Event]:
-        """An event set whenever ``run_id`` has a new event; 429 when too many wait."""
+        """An event set whenever ``run_id`` has a new event; 429 when too many wait, 503 once
+        the monitor stops."""
+        if self.closed:
+            raise ApiError(503, "unavailable", "the monitor is stopping", headers=RETRY)
         if self._count >= self.limit:
             why = f"{self.limit} calls are waiting on runs already: try again, or poll"
             raise ApiError(429, "throttled", why, headers={"Retry-After": "1"})

@@ -157,8 +157,9 @@ class Dashboard:
     async def stop(self) -> None:
         """Stop serving and reading; events of actions still buffered are sent."""
         self._stop.set()
-        # First: the server waits for requests under way, and a read could last its bound.
+        # First: the server waits up to a minute for requests under way (a read, a long poll).
         await self.scans.close()
+        self.api.waiters.close()
         if self._runner is not None:
             await self._runner.cleanup()
         for task in self._tasks:
