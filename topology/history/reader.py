@@ -64,8 +64,9 @@ class Budget:
     cut: bool = False
 
     def spend(self, body: bytes) -> None:
-        """Count the events of one message handed over."""
-        self.scanned += body.count(_EVENT_START)
+        """Count the events of one message handed over (one at least: a body another writer
+        encoded otherwise still counts)."""
+        self.scanned += max(1, body.count(_EVENT_START))
 
     def spent(self) -> bool:
         """True (and ``cut`` set) when no more may be read."""
