@@ -60,6 +60,7 @@ def timeline(run: Run) -> list[str]:
 def story(run: Run) -> str:
     """One run for people: what became of it, then its timeline."""
     took = "" if run.seconds is None else f", {seconds_text(run.seconds)} from fire to end"
+    took = ", before it began" if run.never_began else took
     fields = [
         ("run id", run.run_id),
         ("schedule", run.schedule or "-"),

@@ -48,6 +48,8 @@ SETTLED = ENDED - {"failed"}
 _RUN_TIME = re.compile(r"@(?:manual-)?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 #: The step of its replay each kind of event is: begun, tried, ended, purged.
 _PHASES = {"fired": 0, "triggered": 0, "skipped": 0, "replayed": 0, "failed": 2, "purged": 3}
+#: Events that say an attempt of the run began.
+_ATTEMPTED = frozenset({"started", "attempt", "failed"})
 #: Where each attempt outcome leaves the run.
 _AFTER_ATTEMPT = {"retrying": "retrying"}
 
@@ -88,10 +90,19 @@ class Run:
         return self.scheduled_for or run_time(self.run_id) or self.started_at
 
     @property
+    def never_began(self) -> bool:
+        """True for a run cancelled before any attempt of it began (waiting for its time, or
+        for a worker): it has no start and took no time, whatever time its id names."""
+        return self.outcome == "cancelled" and not any(
+            event.type in _ATTEMPTED for event in self.events
+        )
+
+    @property
     def seconds(self) -> float | None:
-        """Time from ``begun_at`` to the end; None while the run has not ended."""
+        """Time from ``begun_at`` to the end; None while the run has not ended, or if it
+        never began."""
         begin = self.begun_at
-        if self.ended_at is None or begin is None:
+        if self.ended_at is None or begin is None or self.never_began:
             return None
         return (self.ended_at - begin).total_seconds()
 
