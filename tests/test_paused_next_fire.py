@@ -22,8 +22,11 @@ from warren_cron.scheduler.service import Scheduler
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
-#: A schedule firing at the new year: its next fire is days ahead, whenever the test runs.
-YEARLY = '[[schedule]]\nname = "slow"\ncron = "0 0 1 1 *"\ntask = "noop"\n'
+#: A schedule firing once a year, half a year from now: its next fire is days ahead.
+YEARLY = (
+    f'[[schedule]]\nname = "slow"\ncron = "0 0 1 {(utcnow().month + 5) % 12 + 1} *"\n'
+    'task = "noop"\n'
+)
 #: The scheduler line's next fire: ``next in 59m58s``, ``next 3s ago``, ``next -``.
 NEXT = re.compile(r"next (in \S+|\S+ ago|-)")
 
