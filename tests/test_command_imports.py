@@ -41,9 +41,23 @@ def heavy_loaded(*argv: str) -> tuple[subprocess.CompletedProcess[str], list[str
     return result, last.removeprefix("loaded:").split()
 
 
-@pytest.mark.parametrize(
-    "argv", [["--help"], ["enqueue", "--help"], ["enqueue", "-h"]], ids=" ".join
-)
+#: Every help that answers from the command line alone.
+HELPS = [
+    ["--help"],
+    ["enqueue", "--help"],
+    ["enqueue", "-h"],
+    ["runs", "--help"],
+    ["runs", "show", "--help"],
+    ["runs", "cancel", "--help"],
+    ["failed", "--help"],
+    ["failed", "replay", "--help"],
+    ["queues", "--help"],
+    ["doctor", "--help"],
+    ["namespace", "delete", "--help"],
+]
+
+
+@pytest.mark.parametrize("argv", HELPS, ids=" ".join)
 def test_help_loads_no_heavy_library(argv: list[str]) -> None:
     """``warren --help`` and a subcommand's ``--help`` print their usage with none of pydantic,
     the settings, aio-pika, aiohttp, structlog, jinja2 or certifi loaded."""

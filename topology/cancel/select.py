@@ -7,15 +7,12 @@ from fnmatch import fnmatchcase
 
 from aio_pika.abc import AbstractConnection
 
+from warren_cron.cancel.bounds import CANCELLABLE as CANCELLABLE
+from warren_cron.cancel.bounds import MAX_BULK as MAX_BULK
 from warren_cron.clock import utcnow
 from warren_cron.history.lifecycle import FINAL, RunStatus, status_of
 from warren_cron.history.recent import recent_runs
 from warren_cron.history.runs import Run
-
-#: States a run can be cancelled in.
-CANCELLABLE = ("pending", "delayed", "running", "retrying")
-#: The most runs one bulk cancel takes (``--limit``).
-MAX_BULK = 10_000
 
 
 async def cancellable_runs(

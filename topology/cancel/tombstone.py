@@ -8,14 +8,13 @@ from typing import Any
 
 import orjson
 
+from warren_cron.cancel.bounds import MAX_REASON as MAX_REASON
 from warren_cron.clock import utc_text
 from warren_cron.errors import CancelError
 
 SCHEMA = 1
 #: The longest run id a cancel takes: longer ones are no run id warren makes.
 MAX_RUN_ID = 300
-#: The longest reason kept: a cancel's reason is a sentence, not a document.
-MAX_REASON = 500
 #: How long after a run's due time (or after the cancel, when that is later or the due time
 #: is unknown) its tombstone is kept: the longest retry plan and delay a run may still spend
 #: before it starts. A run due later than this after its cancel is cancelled with ``until``.

@@ -18,6 +18,7 @@ from dataclasses import asdict
 import orjson
 
 from warren_cron.cli.common import EXIT_USAGE, aligned, run_command
+from warren_cron.cli.doctor_args import parse_args
 from warren_cron.cli.doctor_findings import LEVELS, Finding, broker_findings, worst
 from warren_cron.cli.doctor_queues import queue_findings
 from warren_cron.cli.doctor_survey import Survey, Timeouts, survey
@@ -25,30 +26,6 @@ from warren_cron.errors import SettingsError
 from warren_cron.runtime.settings import CronSettings, load_settings, redact_urls
 
 EXIT_FOR = {"ok": 0, "info": 0, "warning": 1, "problem": 2}
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line of ``warren doctor``."""
-    parser = argparse.ArgumentParser(
-        prog="warren doctor",
-        description="Check the broker for what matters to warren; each finding says what to do. "
-        "Exit code: 0 fine, 1 warnings, 2 problems, 3 broker unreachable.",
-    )
-    parser.add_argument("--json", action="store_true", help="one JSON object, for machines")
-    parser.add_argument(
-        "--management-url",
-        metavar="URL",
-        help="the management API (http://user:pass@host:15672/; the AMQP URL's user by "
-        "default): adds the metadata store on 3.13-4.2, the nodes, and policies",
-    )
-    parser.add_argument(
-        "--watch",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="watch the failed queue this long for growth (default 5; 0 skips)",
-    )
-    return parser.parse_args(argv)
 
 
 def worker_timeouts() -> Timeouts:

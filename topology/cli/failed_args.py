@@ -1,12 +1,17 @@
-"""The command line of ``warren failed``: subcommands, their options, and the filters."""
+"""The command line of ``warren failed``: subcommands, their options, and the filters.
+
+Building the parser needs the standard library alone, so that ``warren failed --help``
+answers at once; the filters' own module loads when a command is read into one."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-from warren_cron.cli.common import UsageError, add_plan_options
-from warren_cron.failed.select import RecordFilter, parse_since
+from warren_cron.cli.usage import UsageError, add_plan_options
+
+if TYPE_CHECKING:
+    from warren_cron.failed.select import RecordFilter
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -74,8 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line read."""
+    return build_parser().parse_args(argv)
+
+
 def selection(args: argparse.Namespace) -> RecordFilter:
     """The filters of the command line; replay and purge need one, or --all."""
+    # Here, not at the top: failed records bring pydantic and aio-pika, which help needs not.
+    from warren_cron.failed.select import RecordFilter, parse_since
+
     if getattr(args, "limit", None) is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
     if args.command == "show":

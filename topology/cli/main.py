@@ -3,13 +3,12 @@
 Each subcommand is a module with ``main(argv) -> int``, loaded only when it runs, so
 ``warren monitor`` imports none of the worker's modules and ``warren --help`` none of the
 broker's, the settings' or the log machinery's. A subcommand whose command line lives in a
-module of its own (``build_parser()``, standard library only) answers ``--help`` from that
+module of its own (``parse_args(argv)``, standard library only) answers ``--help`` from that
 module alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -22,7 +21,7 @@ DISTRIBUTION = "warren-cron"
 
 class Subcommand(NamedTuple):
     """Where a subcommand's ``main`` lives, what it does in one line, and where its light
-    command line (``build_parser()``) lives, if apart."""
+    command line (``parse_args(argv)``) lives, if apart."""
 
     module: str
     summary: str
@@ -36,14 +35,32 @@ SUBCOMMANDS = {
     "enqueue": Subcommand(
         "warren_cron.cli.enqueue", "enqueue one task, now or later", "warren_cron.cli.enqueue_args"
     ),
-    "failed": Subcommand("warren_cron.cli.failed", "list, show, replay, purge failed tasks"),
-    "queues": Subcommand("warren_cron.cli.queues", "depth and consumers of every queue"),
-    "doctor": Subcommand("warren_cron.cli.doctor", "check the broker for what warren needs"),
+    "failed": Subcommand(
+        "warren_cron.cli.failed",
+        "list, show, replay, purge failed tasks",
+        "warren_cron.cli.failed_args",
+    ),
+    "queues": Subcommand(
+        "warren_cron.cli.queues",
+        "depth and consumers of every queue",
+        "warren_cron.cli.queues_args",
+    ),
+    "doctor": Subcommand(
+        "warren_cron.cli.doctor",
+        "check the broker for what warren needs",
+        "warren_cron.cli.doctor_args",
+    ),
     "namespace": Subcommand(
-        "warren_cron.cli.namespace", "delete a namespace: every queue, stream and exchange"
+        "warren_cron.cli.namespace",
+        "delete a namespace: every queue, stream and exchange",
+        "warren_cron.cli.namespace_args",
     ),
     "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
-    "runs": Subcommand("warren_cron.cli.runs", "one run's state and result; wait for or cancel it"),
+    "runs": Subcommand(
+        "warren_cron.cli.runs",
+        "one run's state and result; wait for or cancel it",
+        "warren_cron.cli.runs_args",
+    ),
     "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
     "schedules": Subcommand(
         "warren_cron.cli.schedules", "list, create, update, archive, pause, trigger..."
@@ -94,8 +111,8 @@ def explain(sub: Subcommand, argv: list[str]) -> None:
     """Parse ``argv`` with the subcommand's light command line: argparse prints the help (or
     a usage error) and exits, with none of the subcommand's own modules loaded."""
     if sub.parser and asks_help(argv):
-        parser = cast(argparse.ArgumentParser, importlib.import_module(sub.parser).build_parser())
-        parser.parse_args(argv)
+        parse = cast(Callable[[list[str]], object], importlib.import_module(sub.parser).parse_args)
+        parse(argv)
 
 
 def run(name: str, argv: Sequence[str]) -> int:

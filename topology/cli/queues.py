@@ -9,7 +9,6 @@ are shown when they hold delayed tasks.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from dataclasses import asdict
@@ -21,29 +20,12 @@ from warren_cron.broker.connect import connect
 from warren_cron.broker.depths import QueueRow, failed_plan_keys, queue_rows
 from warren_cron.broker.inspect import counts
 from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, aligned
+from warren_cron.cli.queues_args import parse_args
 from warren_cron.durations import for_people
 from warren_cron.errors import BrokerUnavailable, PlanError, SettingsError
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan, format_delay
 from warren_cron.runtime.settings import CronSettings, load_settings
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line of the script."""
-    parser = argparse.ArgumentParser(
-        prog="warren queues",
-        description="Show depth, consumers and oldest-message age of every queue of "
-        "CRON_NAMESPACE, retry queues included, over AMQP.",
-    )
-    parser.add_argument("--json", action="store_true", help="a JSON array, for machines")
-    parser.add_argument(
-        "--plan",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="also show the retry queues of this plan, e.g. 30s-1m-2m (repeatable)",
-    )
-    return parser.parse_args(argv)
 
 
 def human_age(seconds: float | None) -> str:

@@ -18,14 +18,13 @@ import sys
 import orjson
 
 from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, log_to_stderr, run_command
-from warren_cron.cli.runs_cancel import add_parser as add_cancel
+from warren_cron.cli.runs_args import PROG, build_parser
 from warren_cron.cli.runs_cancel import cancel_command, usage_error
 from warren_cron.client.client import Client
 from warren_cron.errors import RunTimeout, SettingsError
 from warren_cron.history.lifecycle import RunStatus
 from warren_cron.runtime.settings import CronSettings, load_settings
 
-PROG = "warren runs"
 #: The run succeeded (``show``: it has events).
 EXIT_SUCCEEDED = EXIT_OK
 #: The run failed, expired or was cancelled (``show``: it has no event yet).
@@ -33,27 +32,6 @@ EXIT_UNSUCCESSFUL = 1
 #: ``wait`` gave up before the run ended.
 EXIT_TIMEOUT = 4
 __all__ = ["EXIT_BROKER", "EXIT_SUCCEEDED", "EXIT_TIMEOUT", "EXIT_UNSUCCESSFUL", "EXIT_USAGE"]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line: ``show``, ``wait`` and ``cancel``."""
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="A run's state and attempts, from the history stream.",
-        epilog="exit codes: 0 succeeded, 1 failed/expired/cancelled, 2 usage, 3 broker, "
-        "4 timeout (wait), 5 cancel: the run had ended; show exits 0 for a run it found, 1 "
-        "for one with no event yet",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("show", help="the run's state, attempts and result")
-    show.add_argument("run_id")
-    show.add_argument("--json", action="store_true", help="print the status as JSON")
-    wait = commands.add_parser("wait", help="wait for the run to end; exit by its state")
-    wait.add_argument("run_id")
-    wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds")
-    wait.add_argument("--json", action="store_true", help="print the final status as JSON")
-    add_cancel(commands)
-    return parser
 
 
 def printed(status: RunStatus, as_json: bool) -> None:

@@ -15,8 +15,8 @@ import argparse
 import sys
 from datetime import timedelta
 
-from warren_cron.cancel.select import CANCELLABLE, MAX_BULK, cancellable_runs
-from warren_cron.cancel.tombstone import MAX_REASON
+from warren_cron.cancel.bounds import MAX_BULK
+from warren_cron.cancel.select import cancellable_runs
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from warren_cron.client.client import Client
 from warren_cron.clock import utcnow
@@ -26,36 +26,6 @@ from warren_cron.history.lifecycle import RunStatus
 
 #: A single cancel found the run ended already: nothing was cancelled.
 EXIT_ENDED = 5
-EPILOG = (
-    "A run not yet started (in the main queue, a retry queue or the delay levels) never "
-    "starts; a running attempt is stopped by the worker that runs it. Both end 'cancelled'. "
-    "A bulk cancel finds runs in the history stream (a run enqueued without any event yet is "
-    "cancelled by its id). exit codes: 0 cancelled (or listed with --dry-run), 1 part of a "
-    "bulk cancel failed, 2 usage, 3 broker, 5 the run had ended already"
-)
-
-
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``cancel`` subcommand."""
-    cancel = commands.add_parser(
-        "cancel",
-        help="cancel a run, or a schedule's runs by state",
-        description="Cancel a run by id, or the runs of schedules matching --schedule.",
-        epilog=EPILOG,
-    )
-    cancel.add_argument("run_id", nargs="?", help="the run to cancel")
-    cancel.add_argument("--reason", help=f"why, kept in the history (at most {MAX_REASON} chars)")
-    cancel.add_argument("--schedule", help="bulk: schedules matching this glob ('x*')")
-    cancel.add_argument("--state", choices=CANCELLABLE, help="bulk: only runs in this state")
-    cancel.add_argument(
-        "--since", default=None, help="bulk: runs with events since (age like 2h, or a time)"
-    )
-    cancel.add_argument(
-        "--limit", type=int, default=1000, help=f"bulk: at most this many runs (<= {MAX_BULK})"
-    )
-    cancel.add_argument(
-        "--dry-run", action="store_true", help="bulk: list the runs, cancel nothing"
-    )
 
 
 def usage_error(args: argparse.Namespace) -> str | None:
