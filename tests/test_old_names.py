@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from warren_cron.cli.main import SUBCOMMANDS, run, usage
 
@@ -28,6 +30,15 @@ AS_COMMAND = re.compile(
     rf"scripts/{OLD}|\b{OLD}[`\s]+(?:show|list|replay|purge|export|restore|pause|resume"
     rf"|trigger|wait|cancel|--?\w)|\bas [`<code>]*{OLD}"
 )
+
+
+@pytest.fixture(autouse=True)
+def kept_logging() -> Iterator[None]:
+    """A command run in this process (``warren status`` sends its logs to stderr) leaves the
+    log configuration of the tests that run after it in this process as it was."""
+    config = structlog.get_config()
+    yield
+    structlog.configure(**config)
 
 
 def help_texts(name: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
