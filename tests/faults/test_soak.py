@@ -1,10 +1,12 @@
 """A soak: a worker, a scheduler and a monitor through broker restarts and a worker kill keep
 their channels, memory and file descriptors level.
 
-``WARREN_SOAK_RESTARTS`` sets the length: 3 restarts by default (CI, a few minutes); 60 for
-about an hour by hand. After each restart every process must come back to the channels it
-held before the first one; after a warm-up restart, resident memory and open files may grow
-only by a bound per restart that a leak of a channel or a connection per restart exceeds.
+``WARREN_SOAK_RESTARTS`` (3) and ``WARREN_SOAK_FIRES`` (3: fires run between two restarts, one
+a second) set the length: about 30 s by default (CI); ``WARREN_SOAK_RESTARTS=60
+WARREN_SOAK_FIRES=50`` soaks for about an hour by hand. After each restart every process must
+come back to the channels it held before the first one; after a warm-up restart, resident
+memory and open files may grow only by a bound per restart that a leak of a channel or a
+connection per restart exceeds.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.testing.private_broker import free_port
 from warren_cron.testing.processes import Proc
-from warren_cron.testing.waits import NeverHappened, eventually
+from warren_cron.testing.waits import NeverHappened, eventually, progressing
 
 pytestmark = pytest.mark.faults
 
 RESTARTS = int(os.environ.get("WARREN_SOAK_RESTARTS", "3"))
+FIRES = int(os.environ.get("WARREN_SOAK_FIRES", "3"))
 #: Resident memory a process may gain per restart after the warm-up (kB), and at least.
 RSS_PER_RESTART_KB = 1_500
 RSS_FLOOR_KB = 6_000
@@ -126,11 +129,14 @@ async def settled_channels(scenario: FaultScenario, procs: dict[str, Proc]) -> d
 
 
 async def restart_node(scenario: FaultScenario, worker: Proc) -> None:
-    """Stop and start the node, then wait until the worker ran a fire again."""
+    """Stop and start the node, then wait until the worker ran ``FIRES`` fires again (for as
+    long as they keep coming: a minute without one fails)."""
     await asyncio.to_thread(scenario.node.stop)
     await asyncio.to_thread(scenario.node.start)
     ran = scenario.ledger.count_attempts()
-    await eventually(lambda: scenario.ledger.count_attempts() > ran + 2, 60, what="fires again")
+    await progressing(
+        scenario.ledger.count_attempts, lambda now: now >= ran + FIRES, 60, what="fires again"
+    )
     assert worker.alive(), worker.log()[-3000:]
 
 
