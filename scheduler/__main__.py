@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+import structlog
+
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.runtime.logs import configure_logging
@@ -23,7 +25,10 @@ from warren_cron.runtime.settings import load_settings
 from warren_cron.scheduler.check import report
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.scheduler.settings import SchedulerSettings
-from warren_cron.schedules.load import ScheduleSet, load_schedules
+from warren_cron.schedules.load import ScheduleSet, file_or_none, load_schedules
+
+log = structlog.get_logger("scheduler")
+NO_FILE = "no schedules file: only the store's runtime schedules run"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -31,7 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = process_parser(
         "warren scheduler",
         "Publish each schedule's due fires to RabbitMQ. Several may run: one leads, the "
-        "others stand by. SIGHUP reloads the schedules file.",
+        "others stand by. SIGHUP reloads the schedules file; without one, only the runtime "
+        "schedules of the broker's store run.",
         check="validate settings and the schedules file, print each schedule's next fires and "
         "retry timeline, then exit (0 valid, 2 invalid)",
     )
@@ -42,11 +48,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace) -> tuple[SchedulerSettings, ScheduleSet]:
-    """Settings and schedules, or ``SettingsError``/``ScheduleError`` naming the problem."""
+    """Settings and schedules, or ``SettingsError``/``ScheduleError`` naming the problem. A
+    missing file is no schedules of the file's (every one may live in the store), except
+    for ``--check``, which validates the file."""
     settings = load_settings(SchedulerSettings)
     if args.schedules is not None:
         settings = settings.model_copy(update={"schedules_file": args.schedules})
-    return settings, load_schedules(settings.schedules_file, settings)
+    read = load_schedules if args.check else file_or_none
+    return settings, read(settings.schedules_file, settings)
 
 
 def freeze_heap() -> None:
@@ -62,6 +71,9 @@ def freeze_heap() -> None:
 
 async def serve(settings: SchedulerSettings, schedules: ScheduleSet) -> None:
     """Run until SIGTERM or SIGINT; SIGHUP reloads the schedules."""
+    if not settings.schedules_file.exists():
+        # Not an error: every schedule may live in the store; the file is read once it is there.
+        log.info(NO_FILE, file=str(settings.schedules_file))
     scheduler = Scheduler(settings, schedules)
     scheduler.on_reload = freeze_heap
     freeze_heap()

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.failed_records import json_out, run_warren
 from tests.helpers import history
 from tests.namespace import TestBroker
 from tests.pausing import matching, schedules_script
@@ -177,7 +178,8 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
     broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
 ) -> None:
     """runs = 2 alone: two fires after the creation (the store's) or the load (the file's),
-    then the schedule is completed (``schedules list`` says so) and nothing more is planned."""
+    then the schedule is completed (``schedules list`` and ``status`` say so, each with its
+    source) and nothing more is planned."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("twice", "1s", runs=2))
     leader = await schedulers.start(path)
@@ -197,6 +199,13 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
     assert [(r["name"], r["status"]) for r in listed] == [
         ("twice", "completed"),
         ("thrice", "completed"),
+    ]
+    shown = await asyncio.to_thread(
+        run_warren, broker, "status", "--json", CRON_SCHEDULES_FILE=str(path)
+    )
+    assert [(r["name"], r["source"], r["status"]) for r in json_out(shown)] == [
+        ("twice", "file", "completed"),
+        ("thrice", "runtime", "completed"),
     ]
 
 

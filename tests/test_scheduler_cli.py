@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.namespace import TestBroker
+from tests.pausing import schedules_script
 from tests.scheduling import ROOT, Spawner, env_for, fire_times, write_schedules
+from warren_cron.scheduler.__main__ import NO_FILE
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -174,3 +177,30 @@ async def test_every_process_declares_quorum_queues_with_the_delivery_limit_it_w
     await monitor.wait_event("monitor started")
     await worker.wait_event("attempt", 2)
     assert [await p.stop() for p in (scheduler, worker, monitor)] == [0, 0, 0]
+
+
+async def test_without_a_schedules_file_the_scheduler_runs_the_runtime_schedules(
+    broker: TestBroker, spawn: Spawner, tmp_path: Path
+) -> None:
+    """No file at CRON_SCHEDULES_FILE: the scheduler says so, leads, and fires a runtime
+    schedule the command creates; a file that exists but is invalid is still refused."""
+    absent = tmp_path / "absent.toml"
+    process = await spawn(["-m", "warren_cron.scheduler"], scheduler_env(broker, absent))
+    await process.wait_event(NO_FILE)
+    assert process.named(NO_FILE)[0]["file"] == str(absent)
+    spec = '{"name": "rt", "every": "1s", "task": "noop"}'
+    made = await schedules_script(broker, absent, "create", stdin=spec)
+    assert made.returncode == 0, made.stderr
+    await eventually(lambda: fire_times(broker, "rt"), 15, what="a fire of rt")
+    assert await process.stop() == 0
+    absent.write_text('[[schedule]]\nname = "x"\n')
+    refused = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "warren_cron.scheduler"],
+        cwd=ROOT,
+        env=scheduler_env(broker, absent),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "task: Field required" in refused.stderr

@@ -29,13 +29,13 @@ from warren_cron.errors import ScheduleError, ScheduleNotFound, SettingsError
 from warren_cron.history.events import who
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.names import Names
+from warren_cron.ops.schedules import every_schedule
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules import commands
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
-from warren_cron.store.listing import file_row, listed, owed_file, runtime_row
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -185,11 +185,11 @@ async def cmd_list(context: Context, args: argparse.Namespace) -> int:
     """Print each schedule, the file's then the runtime ones, with its next fire and pause."""
     async with context.broker() as (connection, _):
         pauses = await read_pauses(connection, context.names)
-        stored = await (await store.started(context.settings, connection)).list()
-    now = utcnow()
-    owed = owed_file(context.schedules.schedules, stored)
-    found = [file_row(s, pauses.get(s.name), now) for s in owed]
-    found += [runtime_row(item, context.settings, now) for item in listed(stored)]
+        admin = await store.started(context.settings, connection)
+        rows = await every_schedule(
+            context.schedules.schedules, admin, pauses, context.settings, utcnow(), sync=True
+        )
+    found = [item.row for item in rows]
     if args.json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -19,9 +19,12 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError
+from warren_cron.clock import utcnow
 from warren_cron.errors import StoreError
 from warren_cron.history.events import who
+from warren_cron.ops.schedules import one_schedule
 from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.control import read_pauses
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.masking import shown_spec
 from warren_cron.store.stored import StoredSchedule
@@ -49,7 +52,9 @@ def add_parsers(sub: Any) -> None:
     archive.add_argument(
         "--if-version", dest="version", type=int, help="only if this is still the version"
     )
-    get = sub.add_parser("get", help="NAME's spec, version, status and history of changes")
+    get = sub.add_parser(
+        "get", help="NAME's source, spec, status (a runtime one's version and history of changes)"
+    )
     get.add_argument("name", metavar="NAME")
     get.add_argument("--json", action="store_true", help="JSON, for machines")
     for parser in (create, update, archive):
@@ -124,7 +129,9 @@ async def cmd_archive(context: Context, args: argparse.Namespace) -> int:
 
 
 async def cmd_get(context: Context, args: argparse.Namespace) -> int:
-    """Print a runtime schedule with its history."""
+    """Print a schedule: the file's with its source, or a runtime one with its history."""
+    if context.schedules.get(args.name) is not None:
+        return await _get_file(context, args)
     async with opened(context) as admin:
         found = await _try(admin.get(args.name))
     if found is None:
@@ -133,6 +140,32 @@ async def cmd_get(context: Context, args: argparse.Namespace) -> int:
         print(orjson.dumps(found.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
         print(describe(found))
+    return EXIT_OK
+
+
+async def _get_file(context: Context, args: argparse.Namespace) -> int:
+    """Print a schedule of the file as ``list`` shows it (source ``file``), with its fields."""
+    async with context.broker() as (connection, _):
+        pauses = await read_pauses(connection, context.names)
+        admin = await started(context.settings, connection)
+        found = await one_schedule(
+            args.name,
+            context.schedules.schedules,
+            admin,
+            pauses,
+            context.settings,
+            utcnow(),
+            sync=True,
+        )
+    # The store's copy (once a scheduler led) adds its version, manager and history of reloads.
+    copy = {} if found.stored is None else found.stored.to_json()
+    shown = {**copy, **found.row, "spec": shown_spec(found.spec)}
+    shown.setdefault("history", [])
+    if args.json:
+        print(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(f"{found.name}  (file {context.schedules.source}, {found.status})")
+        print(_described(shown["spec"], shown["history"]))
     return EXIT_OK
 
 
@@ -154,13 +187,15 @@ def _done(what: str, stored: StoredSchedule | None) -> int:
 
 def describe(stored: StoredSchedule) -> str:
     """A runtime schedule as text: its fields, then one line per change."""
-    lines = [f"{stored.name}  (runtime, {stored.status}, version {stored.version})"]
-    lines += [
-        f"  {key} = {orjson.dumps(value).decode()}"
-        for key, value in shown_spec(stored.spec).items()
-    ]
+    head = f"{stored.name}  (runtime, {stored.status}, version {stored.version})"
+    return head + "\n" + _described(shown_spec(stored.spec), stored.history)
+
+
+def _described(spec: dict[str, Any], history: list[dict[str, Any]]) -> str:
+    """Fields, one a line, then one line per change."""
+    lines = [f"  {key} = {orjson.dumps(value).decode()}" for key, value in spec.items()]
     lines.append("history:")
-    for item in stored.history:
+    for item in history:
         why = f": {item['reason']}" if item.get("reason") else ""
         lines.append(f"  v{item['version']} {item['kind']} {item['at']} by {item['by']}{why}")
     return "\n".join(lines)

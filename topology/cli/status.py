@@ -1,12 +1,15 @@
-"""One row per schedule of CRON_SCHEDULES_FILE, like ``kubectl get cronjobs``.
+"""One row per schedule, of CRON_SCHEDULES_FILE and runtime ones alike, like ``kubectl get
+cronjobs``.
 
-The first line says whether a scheduler leads (``topology/schedules/liveness.py``). Then, when each
-schedule fires, whether it is paused, its last fire, the outcome of its last ended
-run, its last success and failure, its next fire, its runs retrying now and its records in
-the failed queue. The history comes from the monitor's status fold (``<ns>_status``) and the
-events the stream got after it; without a fold (no monitor running) the whole stream is
-folded, which takes longer. Exit codes: 0 shown, 2 usage or schedules file error, 3 broker
-trouble.
+The first line says whether a scheduler leads (``topology/schedules/liveness.py``). Then each
+schedule's source (``file`` or ``runtime``), when it fires, whether it is paused, its last
+fire, the outcome of its last ended run, its last success and failure, its next fire, its
+runs retrying now and its records in the failed queue. The rows are
+``topology/ops/schedules.py``'s, as every surface's; without a schedules file only the
+runtime ones are shown. The history comes from the monitor's status fold (``<ns>_status``)
+and the events the stream got after it; without a fold (no monitor running) the whole stream
+is folded, which takes longer. Exit codes: 0 shown, 2 usage or schedules file error, 3
+broker trouble.
 """
 
 from __future__ import annotations
@@ -26,17 +29,19 @@ from warren_cron.cli.common import (
     log_to_stderr,
     run_command,
 )
+from warren_cron.cli.schedules_store import started
 from warren_cron.clock import utcnow
 from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.history.snapshot import current_status
 from warren_cron.history.status import StatusFold
 from warren_cron.names import Names
+from warren_cron.ops.schedules import Listed, every_schedule, status_rows
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.schedules.control import Pause, read_pauses
+from warren_cron.schedules.control import read_pauses
 from warren_cron.schedules.liveness import SchedulerView, scheduler_view
-from warren_cron.schedules.load import ScheduleSet, load_schedules
-from warren_cron.schedules.status import StatusRow, status_rows
+from warren_cron.schedules.load import ScheduleSet, file_or_none
+from warren_cron.schedules.status import StatusRow
 
 HEAD = (
     "NAME",
@@ -49,6 +54,8 @@ HEAD = (
     "NEXT FIRE",
     "RETRYING",
     "FAILED",
+    # Last: a script that reads the columns by position reads the same ones as before.
+    "SOURCE",
 )
 
 NO_FOLD = (
@@ -61,9 +68,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command line of the script."""
     parser = argparse.ArgumentParser(
         prog="warren status",
-        description="Show every schedule of CRON_SCHEDULES_FILE: when it fires, paused or "
-        "not, last fire, last outcome, last success and failure, next fire, runs retrying "
-        "and records in the failed queue.",
+        description="Show every schedule, of CRON_SCHEDULES_FILE and runtime ones alike: its "
+        "source (file or runtime), when it fires, paused or not, last fire, last outcome, "
+        "last success and failure, next fire, runs retrying and records in the failed queue.",
     )
     parser.add_argument("--json", action="store_true", help="a JSON array, for machines")
     return parser.parse_args(argv)
@@ -79,33 +86,53 @@ def table(rows: list[StatusRow], now: datetime) -> str:
         outcome = r.last_outcome or "-"
         counts = (str(r.retrying), str(r.failed_records))
         cells.append(
-            (r.name, r.schedule, r.status, fire, outcome, success, failure, next_fire, *counts)
+            (
+                r.name,
+                r.schedule,
+                r.status,
+                fire,
+                outcome,
+                success,
+                failure,
+                next_fire,
+                *counts,
+                r.source,
+            )
         )
     return aligned(cells)
 
 
 async def gather(
-    settings: CronSettings,
-) -> tuple[StatusFold, bool, dict[str, Pause], SchedulerView]:
-    """The history's fold (and whether a monitor's fold was its start), the pauses, and
-    what the leader queue and the beats say of the schedulers."""
+    settings: CronSettings, schedules: ScheduleSet
+) -> tuple[StatusFold, bool, list[Listed], SchedulerView]:
+    """The history's fold (and whether a monitor's fold was its start), every schedule
+    (the file's and the store's), and what the leader queue and the beats say of the
+    schedulers."""
     names = Names(settings.namespace)
     connection = await connect(settings, "warren-status-script", log_outages=False)
     async with connection:
         # All are reads to a stream's end; side by side, their waits overlap.
-        (fold, stored), pauses, view = await asyncio.gather(
+        (fold, stored), pauses, view, admin = await asyncio.gather(
             current_status(connection, names),
             read_pauses(connection, names),
             scheduler_view(connection, names, utcnow()),
+            started(settings, connection),
         )
-    return fold, stored, pauses, view
+        try:
+            rows = await every_schedule(
+                schedules.schedules, admin, pauses, settings, utcnow(), sync=True
+            )
+        finally:
+            await admin.close()
+    return fold, stored, rows, view
 
 
 def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, ScheduleSet]:
-    """Arguments, settings and the schedules file; raises on bad ones."""
+    """Arguments, settings and the schedules file (none when there is no file); raises on
+    bad ones."""
     args = parse_args(argv)
     settings = load_settings(CronSettings)
-    return args, settings, load_schedules(settings.schedules_file, settings)
+    return args, settings, file_or_none(settings.schedules_file, settings)
 
 
 def show(rows: list[StatusRow], as_json: bool, now: datetime) -> None:
@@ -129,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
 
 async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:
     """Read the status and print it."""
-    fold, stored, pauses, view = await gather(settings)
+    fold, stored, rows, view = await gather(settings, schedules)
     if not stored:
         print(NO_FOLD, file=sys.stderr)
     now = utcnow()
     if not as_json:
         print(view.line())
-    show(status_rows(schedules, fold, pauses, now), as_json, now)
+    show(status_rows(rows, fold, now), as_json, now)
     return EXIT_OK

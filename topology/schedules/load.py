@@ -78,12 +78,19 @@ def load_schedules(path: Path, defaults: CronSettings) -> ScheduleSet:
 def configured_schedules(settings: CronSettings) -> ScheduleSet | None:
     """The schedules of ``CRON_SCHEDULES_FILE``; None without a file.
 
-    A file that is missing although ``CRON_SCHEDULES_FILE`` names it is an error; a missing
-    default ``schedules.toml`` only means the processes run without schedules of their own.
+    No file where ``CRON_SCHEDULES_FILE`` points (named or the default ``schedules.toml``)
+    only means no schedules of the file's: every schedule may live in the store. A file that
+    exists but is invalid raises ``ScheduleError``.
     """
     path = settings.schedules_file
-    if not path.exists() and "schedules_file" not in settings.model_fields_set:
-        return None
+    return load_schedules(path, settings) if path.exists() else None
+
+
+def file_or_none(path: Path, settings: CronSettings) -> ScheduleSet:
+    """The file's schedules, or none (an empty set) when there is no file at ``path``; a file
+    that exists but is invalid raises ``ScheduleError``."""
+    if not path.exists():
+        return ScheduleSet(str(path), ())
     return load_schedules(path, settings)
 
 

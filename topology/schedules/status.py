@@ -42,6 +42,8 @@ class StatusRow:
     expect_success_within: str | None
     #: When the fire after the last one was due, if that is long past and it never came.
     overdue_since: datetime | None = None
+    #: ``file`` (CRON_SCHEDULES_FILE) or ``runtime`` (the broker's store).
+    source: str = "file"
 
     def next_fire_text(self, now: datetime) -> str:
         """``in 4s``, or ``overdue 3m`` when nothing fired since a fire was due."""

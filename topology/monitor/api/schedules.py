@@ -30,34 +30,35 @@ from warren_cron.monitor.api.models import (
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
 from warren_cron.monitor.dashboard.pages.schedules import followed
+from warren_cron.ops.schedules import every_schedule, one_schedule
 from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule as Resolved
-from warren_cron.store.listing import file_row, listed, runtime_row
+from warren_cron.store.listing import runtime_row
 from warren_cron.store.masking import shown_spec
 from warren_cron.store.stored import StoredSchedule
 
 
 async def list_schedules(call: Call) -> ScheduleList:
     """Every schedule: the file's, then the runtime ones (archived too)."""
-    dashboard, now = call.dashboard, utcnow()
-    pauses = dashboard.keeper.pauses
-    rows = [file_row(s, pauses.get(s.name), now) for s in dashboard.schedules]
-    stored = listed(await dashboard.api.admin.list(sync=False))
-    rows += [runtime_row(item, dashboard.settings, now) for item in stored]
-    return ScheduleList.model_validate({"schedules": rows})
+    d = call.dashboard
+    found = await every_schedule(
+        d.schedules, d.api.admin, d.keeper.pauses, d.settings, utcnow(), sync=False
+    )
+    return ScheduleList.model_validate({"schedules": [item.row for item in found]})
 
 
 async def get_schedule(call: Call) -> Schedule:
     """One schedule: its fields, status, version and history of changes."""
-    dashboard = call.dashboard
-    schedule = dashboard.by_name.get(call.name)
-    if schedule is not None:
-        found = file_row(schedule, dashboard.keeper.pauses.get(call.name), utcnow())
-        return Schedule.model_validate({**found, "spec": shown_spec(schedule.spec), "history": []})
+    d = call.dashboard
     try:
-        return _detail(call, await dashboard.api.admin.get(call.name, sync=False))
+        found = await one_schedule(
+            call.name, d.schedules, d.api.admin, d.keeper.pauses, d.settings, utcnow(), sync=False
+        )
     except ScheduleNotFound:
         raise _unknown(call.name) from None
+    history = [] if found.stored is None else found.stored.history
+    spec = shown_spec(found.spec)
+    return Schedule.model_validate({**found.row, "spec": spec, "history": history})
 
 
 async def create_schedule(call: Call) -> Schedule:

@@ -29,6 +29,11 @@ class ApiState:
         return self._admin is not None
 
     @property
+    def store(self) -> ScheduleAdmin | None:
+        """The runtime schedules followed, None when they are not (no API tokens)."""
+        return self._admin
+
+    @property
     def admin(self) -> ScheduleAdmin:
         """The runtime schedules (the API answers 401 before any handler without tokens)."""
         assert self._admin is not None, "the API has no tokens"

@@ -19,6 +19,7 @@ ROUTES: list[Routes] = [
     overview.add_routes,
     schedules.add_routes,
     schedule_forms.add_routes,
+    schedules.add_page_route,
     runs.add_routes,
     failed.add_routes,
     flow.add_routes,

@@ -11,6 +11,7 @@ from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
 from warren_cron.monitor.liveness import SchedulerWatch
+from warren_cron.ops.schedules import counts, every_schedule
 from warren_cron.ops.waiting import waiting_in
 from warren_cron.plan import format_delay
 from warren_cron.schedules.liveness import SchedulerView
@@ -28,6 +29,10 @@ async def overview(request: web.Request) -> web.StreamResponse:
         for name, state in keeper.fold.schedules.items()
         if state.silent and name in dashboard.by_name
     ]
+    listed = await every_schedule(
+        dashboard.schedules, dashboard.api.store, keeper.pauses, settings, now, sync=False
+    )
+    schedules, paused = counts(listed)
     activity = dashboard.activity
     minutes = activity.per_minute(now, views.CHART_MINUTES)
     return dashboard.page(
@@ -44,8 +49,8 @@ async def overview(request: web.Request) -> web.StreamResponse:
         failures=activity.failures_by_reason(now),
         silent=silent,
         workers=activity.workers_seen(now),
-        schedules=len(dashboard.schedules),
-        paused=len(keeper.pauses),
+        schedules=schedules,
+        paused=paused,
         waiting=waiting_in(queues),
         failed_records=len(dashboard.failed.records),
         failed_read_at=dashboard.failed.read_at,

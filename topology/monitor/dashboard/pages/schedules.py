@@ -1,4 +1,5 @@
-"""``/schedules``: the status table of ``warren status``, with trigger, pause and resume."""
+"""``/schedules``: the status table of ``warren status``, with trigger, pause and resume;
+``/schedules/<name>``: one schedule, file or runtime, as every surface shows it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiohttp import web
 
 from warren_cron.clock import utcnow
@@ -14,10 +16,13 @@ from warren_cron.errors import ScheduleNotFound
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
+from warren_cron.ops.schedules import one_schedule
+from warren_cron.ops.schedules import status_rows as listed_status
 from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.status import status_rows
 from warren_cron.store.listing import listed, runtime_row
+from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
@@ -58,6 +63,31 @@ async def runtime_rows(dashboard: Dashboard, needle: str) -> list[dict[str, Any]
     now = utcnow()
     chosen = [item for item in stored if needle in item.name.lower()]
     return [runtime_row(item, dashboard.settings, now) for item in chosen]
+
+
+async def schedule_page(request: web.Request) -> web.StreamResponse:
+    """One schedule, file or runtime: its source, status, last runs, next fire and fields."""
+    dashboard, name, now = dashboard_of(request), request.match_info["name"], utcnow()
+    keeper = dashboard.keeper
+    try:
+        found = await one_schedule(
+            name,
+            dashboard.schedules,
+            dashboard.api.store,
+            keeper.pauses,
+            dashboard.settings,
+            now,
+            sync=False,
+        )
+    except ScheduleNotFound:
+        raise web.HTTPNotFound(text=f"no schedule {name!r}: /schedules lists them") from None
+    return dashboard.page(
+        request,
+        "schedule.html",
+        found=found,
+        row=next(iter(listed_status([found], keeper.fold, now)), None),
+        fields=orjson.dumps(shown_spec(found.spec), option=orjson.OPT_INDENT_2).decode(),
+    )
 
 
 async def _schedule(dashboard: Dashboard, name: str) -> Schedule:
@@ -166,3 +196,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/schedules/{name}/trigger", trigger)
     app.router.add_post("/schedules/{name}/pause", pause)
     app.router.add_post("/schedules/{name}/resume", resume)
+
+
+def add_page_route(app: web.Application) -> None:
+    """``/schedules/<name>``: added after ``/schedules/new``, which it would take."""
+    app.router.add_get("/schedules/{name}", schedule_page)
