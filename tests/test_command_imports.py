@@ -54,6 +54,8 @@ HELPS = [
     ["queues", "--help"],
     ["doctor", "--help"],
     ["namespace", "delete", "--help"],
+    ["history", "--help"],
+    ["history", "--outcome", "failed", "--help"],
 ]
 
 

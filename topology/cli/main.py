@@ -55,7 +55,11 @@ SUBCOMMANDS = {
         "delete a namespace: every queue, stream and exchange",
         "warren_cron.cli.namespace_args",
     ),
-    "history": Subcommand("warren_cron.cli.history", "runs and their attempts, from history"),
+    "history": Subcommand(
+        "warren_cron.cli.history",
+        "runs and their attempts, from history",
+        "warren_cron.cli.history_args",
+    ),
     "runs": Subcommand(
         "warren_cron.cli.runs",
         "one run's state and result; wait for or cancel it",

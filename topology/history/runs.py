@@ -25,20 +25,9 @@ from typing import Any
 
 from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
+from warren_cron.history.outcomes import OUTCOMES as OUTCOMES
+from warren_cron.history.outcomes import RUNNING as RUNNING
 
-RUNNING = "running"
-#: Every outcome a run can have, for filters (``warren history --outcome``).
-OUTCOMES = (
-    RUNNING,
-    "retrying",
-    "deferred",
-    "succeeded",
-    "failed",
-    "lock-contended",
-    "replaced",
-    "skipped",
-    "cancelled",
-)
 #: Outcomes after which nothing more happens to a run unless someone replays it.
 ENDED = frozenset(OUTCOMES) - {RUNNING, "retrying", "deferred"}
 #: Outcomes after which nothing more happens to a run at all: only a failed run leaves a
