@@ -178,8 +178,8 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
     broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
 ) -> None:
     """runs = 2 alone: two fires after the creation (the store's) or the load (the file's),
-    then the schedule is completed (``schedules list`` and ``status`` say so, each with its
-    source) and nothing more is planned."""
+    then the schedule is completed (``schedules list``, ``status`` and ``get`` say so, each
+    with its source) and nothing more is planned."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("twice", "1s", runs=2))
     leader = await schedulers.start(path)
@@ -207,6 +207,13 @@ async def test_runs_without_start_at_counts_from_the_creation_in_the_store_and_t
         ("twice", "file", "completed"),
         ("thrice", "runtime", "completed"),
     ]
+    got = json_out(await schedules_script(broker, path, "get", "twice", "--json"))
+    assert (got["source"], got["status"], got["manager"]) == (
+        "file",
+        "completed",
+        "CRON_SCHEDULES_FILE",
+    )
+    assert [change["kind"] for change in got["history"]] == ["create"]
 
 
 async def _status_completed(client: Client) -> bool:
