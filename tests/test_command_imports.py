@@ -56,6 +56,8 @@ HELPS = [
     ["namespace", "delete", "--help"],
     ["history", "--help"],
     ["history", "--outcome", "failed", "--help"],
+    ["worker", "--help"],
+    ["monitor", "--help"],
 ]
 
 

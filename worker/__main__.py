@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from warren_cron.errors import HandlerImportError, SettingsError
 from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.process_args import worker_args as parse_args
 from warren_cron.runtime.service import (
     Checks,
     config_error,
     config_ok,
-    process_parser,
     run_process,
     run_service,
 )
@@ -19,15 +18,6 @@ from warren_cron.runtime.settings import load_settings
 from warren_cron.worker.consumer import Worker
 from warren_cron.worker.registry import import_handler_modules
 from warren_cron.worker.settings import WorkerSettings
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line: everything else is configured with CRON_* variables."""
-    return process_parser(
-        "warren worker",
-        "Consume due tasks from RabbitMQ, run them, retry failures through dead-letter queues.",
-        check="validate settings and import handler modules, then exit",
-    ).parse_args(argv)
 
 
 async def serve(settings: WorkerSettings) -> None:

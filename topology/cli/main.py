@@ -21,7 +21,7 @@ DISTRIBUTION = "warren-cron"
 
 class Subcommand(NamedTuple):
     """Where a subcommand's ``main`` lives, what it does in one line, and where its light
-    command line (``parse_args(argv)``) lives, if apart."""
+    command line lives, if apart: ``module`` (its ``parse_args``) or ``module:function``."""
 
     module: str
     summary: str
@@ -29,9 +29,17 @@ class Subcommand(NamedTuple):
 
 
 SUBCOMMANDS = {
-    "worker": Subcommand("warren_cron.worker.__main__", "consume due tasks and run them"),
+    "worker": Subcommand(
+        "warren_cron.worker.__main__",
+        "consume due tasks and run them",
+        "warren_cron.runtime.process_args:worker_args",
+    ),
     "scheduler": Subcommand("warren_cron.scheduler.__main__", "publish each schedule's fires"),
-    "monitor": Subcommand("warren_cron.monitor.__main__", "log and alert on failed tasks"),
+    "monitor": Subcommand(
+        "warren_cron.monitor.__main__",
+        "log and alert on failed tasks",
+        "warren_cron.runtime.process_args:monitor_args",
+    ),
     "enqueue": Subcommand(
         "warren_cron.cli.enqueue", "enqueue one task, now or later", "warren_cron.cli.enqueue_args"
     ),
@@ -115,8 +123,9 @@ def explain(sub: Subcommand, argv: list[str]) -> None:
     """Parse ``argv`` with the subcommand's light command line: argparse prints the help (or
     a usage error) and exits, with none of the subcommand's own modules loaded."""
     if sub.parser and asks_help(argv):
-        parse = cast(Callable[[list[str]], object], importlib.import_module(sub.parser).parse_args)
-        parse(argv)
+        module, _, function = sub.parser.partition(":")
+        parse = getattr(importlib.import_module(module), function or "parse_args")
+        cast(Callable[[list[str]], object], parse)(argv)
 
 
 def run(name: str, argv: Sequence[str]) -> int:

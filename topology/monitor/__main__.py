@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import structlog
@@ -11,10 +10,10 @@ from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.monitor.service import Monitor
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.process_args import monitor_args as parse_args
 from warren_cron.runtime.service import (
     config_error,
     config_ok,
-    process_parser,
     run_process,
     run_service,
 )
@@ -23,18 +22,6 @@ from warren_cron.schedules.load import configured_schedules
 from warren_cron.schedules.schedule import Schedule
 
 log = structlog.get_logger("monitor")
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line: everything else is configured with CRON_* variables."""
-    return process_parser(
-        "warren monitor",
-        "Log one line and alert (CRON_ALERT_*: a webhook, Slack, PagerDuty, Opsgenie, signed "
-        "events) per failed task, grouped and rate limited; alert on a deep failed queue, on "
-        "stalled retry queues, on schedules with no success within their "
-        "expect_success_within and when no scheduler leads; keep the status fold of the history.",
-        check="validate settings, then exit",
-    ).parse_args(argv)
 
 
 def file_schedules(settings: MonitorSettings) -> tuple[Schedule, ...]:

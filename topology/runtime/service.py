@@ -2,13 +2,12 @@
 errors, signals.
 
 ``warren worker``, ``warren scheduler`` and ``warren monitor`` each build their
-command line with ``process_parser`` and load their own settings, then hand the service to
-``run_service`` inside ``run_process``.
+command line with ``process_parser`` (``process_args.py``) and load their own settings, then
+hand the service to ``run_service`` inside ``run_process``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -19,6 +18,7 @@ import structlog
 
 import warren_cron.tracing as tracing
 from warren_cron.errors import BrokerUnavailable, SettingsError, TopologyError
+from warren_cron.runtime.process_args import process_parser as process_parser
 
 if TYPE_CHECKING:  # the server module loads only with the metrics it serves
     from wsgiref.simple_server import WSGIServer
@@ -39,17 +39,6 @@ class Service(Protocol):
 
     def stop(self) -> None:
         """Ask ``run`` to return, gracefully."""
-
-
-def process_parser(prog: str, description: str, check: str) -> argparse.ArgumentParser:
-    """A process's command line: ``--check`` (its ``check`` help), the rest is CRON_* variables."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=f"{description} Configure with CRON_* environment variables "
-        "(see .env.example).",
-    )
-    parser.add_argument("--check", action="store_true", help=check)
-    return parser
 
 
 def config_error(name: str, error: Exception) -> int:
