@@ -85,6 +85,10 @@ class Scheduler:
     def reload(self) -> bool:
         """Load the schedules file again; an invalid file is logged and the old set kept."""
         self._stamp = file_stamp(self.settings.schedules_file)
+        if self._stamp is None and not self.schedules.schedules:
+            # Still no file, and none was run: nothing to reload (the store's schedules run).
+            log.info("schedules not reloaded: still no schedules file", file=self.schedules.source)
+            return False
         try:
             schedules = load_schedules(self.settings.schedules_file, self.settings)
         except ScheduleError as error:

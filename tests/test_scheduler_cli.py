@@ -183,7 +183,8 @@ async def test_without_a_schedules_file_the_scheduler_runs_the_runtime_schedules
     broker: TestBroker, spawn: Spawner, tmp_path: Path
 ) -> None:
     """No file at CRON_SCHEDULES_FILE: the scheduler says so, leads, and fires a runtime
-    schedule the command creates; a file that exists but is invalid is still refused."""
+    schedule the command creates; SIGHUP reloads nothing until the file is there, then its
+    schedules fire too; a file that exists but is invalid is still refused at start."""
     absent = tmp_path / "absent.toml"
     process = await spawn(["-m", "warren_cron.scheduler"], scheduler_env(broker, absent))
     await process.wait_event(NO_FILE)
@@ -192,6 +193,12 @@ async def test_without_a_schedules_file_the_scheduler_runs_the_runtime_schedules
     made = await schedules_script(broker, absent, "create", stdin=spec)
     assert made.returncode == 0, made.stderr
     await eventually(lambda: fire_times(broker, "rt"), 15, what="a fire of rt")
+    process.proc.send_signal(signal.SIGHUP)
+    await process.wait_event("schedules not reloaded: still no schedules file")
+    write_schedules(broker, absent, TICK)
+    process.proc.send_signal(signal.SIGHUP)
+    await process.wait_event("schedules reloaded")
+    await eventually(lambda: fire_times(broker, "tick"), 15, what="a fire of the file's tick")
     assert await process.stop() == 0
     absent.write_text('[[schedule]]\nname = "x"\n')
     refused = await asyncio.to_thread(
