@@ -7,17 +7,16 @@ import asyncio
 import gc
 import signal
 import sys
-from pathlib import Path
 
 import structlog
 
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.process_args import scheduler_args as parse_args
 from warren_cron.runtime.service import (
     EXIT_OK,
     config_error,
-    process_parser,
     run_process,
     run_service,
 )
@@ -29,22 +28,6 @@ from warren_cron.schedules.load import ScheduleSet, file_or_none, load_schedules
 
 log = structlog.get_logger("scheduler")
 NO_FILE = "no schedules file: only the store's runtime schedules run"
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line: the rest is configured with CRON_* variables."""
-    parser = process_parser(
-        "warren scheduler",
-        "Publish each schedule's due fires to RabbitMQ. Several may run: one leads, the "
-        "others stand by. SIGHUP reloads the schedules file; without one, only the runtime "
-        "schedules of the broker's store run.",
-        check="validate settings and the schedules file, print each schedule's next fires and "
-        "retry timeline, then exit (0 valid, 2 invalid)",
-    )
-    parser.add_argument(
-        "--schedules", type=Path, help="schedules file (default: CRON_SCHEDULES_FILE)"
-    )
-    return parser.parse_args(argv)
 
 
 def load(args: argparse.Namespace) -> tuple[SchedulerSettings, ScheduleSet]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from warren_cron.cli.main import SUBCOMMANDS
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Libraries that take tenths of a second to import; no help text needs any of them.
 HEAVY = ("pydantic", "pydantic_settings", "aio_pika", "aiohttp", "structlog", "jinja2", "certifi")
@@ -41,23 +43,18 @@ def heavy_loaded(*argv: str) -> tuple[subprocess.CompletedProcess[str], list[str
     return result, last.removeprefix("loaded:").split()
 
 
-#: Every help that answers from the command line alone.
+#: Every subcommand's help, and its subcommands' where it has them.
 HELPS = [
     ["--help"],
-    ["enqueue", "--help"],
+    *([name, "--help"] for name in sorted(SUBCOMMANDS)),
     ["enqueue", "-h"],
-    ["runs", "--help"],
     ["runs", "show", "--help"],
     ["runs", "cancel", "--help"],
-    ["failed", "--help"],
     ["failed", "replay", "--help"],
-    ["queues", "--help"],
-    ["doctor", "--help"],
     ["namespace", "delete", "--help"],
-    ["history", "--help"],
     ["history", "--outcome", "failed", "--help"],
-    ["worker", "--help"],
-    ["monitor", "--help"],
+    ["schedules", "create", "--help"],
+    ["schedules", "backfill", "--help"],
 ]
 
 

@@ -34,7 +34,11 @@ SUBCOMMANDS = {
         "consume due tasks and run them",
         "warren_cron.runtime.process_args:worker_args",
     ),
-    "scheduler": Subcommand("warren_cron.scheduler.__main__", "publish each schedule's fires"),
+    "scheduler": Subcommand(
+        "warren_cron.scheduler.__main__",
+        "publish each schedule's fires",
+        "warren_cron.runtime.process_args:scheduler_args",
+    ),
     "monitor": Subcommand(
         "warren_cron.monitor.__main__",
         "log and alert on failed tasks",
@@ -73,9 +77,15 @@ SUBCOMMANDS = {
         "one run's state and result; wait for or cancel it",
         "warren_cron.cli.runs_args",
     ),
-    "status": Subcommand("warren_cron.cli.status", "each schedule's last run and next fire"),
+    "status": Subcommand(
+        "warren_cron.cli.status",
+        "each schedule's last run and next fire",
+        "warren_cron.cli.status_args",
+    ),
     "schedules": Subcommand(
-        "warren_cron.cli.schedules", "list, create, update, archive, pause, trigger..."
+        "warren_cron.cli.schedules",
+        "list, create, update, archive, pause, trigger...",
+        "warren_cron.cli.schedules_args",
     ),
 }
 

@@ -24,6 +24,7 @@ from warren_cron.broker.connect import connect
 from warren_cron.cli import schedules_apply, schedules_backfill
 from warren_cron.cli import schedules_store as store
 from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError, log_to_stderr, run_command
+from warren_cron.cli.schedules_args import parse_args
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, ScheduleNotFound, SettingsError
 from warren_cron.history.events import who
@@ -85,36 +86,6 @@ def known(schedules: ScheduleSet) -> str:
     shown = ", ".join(names[:NAMES_SHOWN])
     more = len(names) - NAMES_SHOWN
     return shown + (f" ... and {more} more" if more > 0 else "")
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line of the script."""
-    parser = argparse.ArgumentParser(
-        prog="warren schedules",
-        description="List, trigger, pause and resume schedules (of CRON_SCHEDULES_FILE or "
-        "runtime ones); create, update, archive and get runtime schedules, kept by the broker; "
-        "apply a file of schedules to them (a diff, then the changes); backfill a past range.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    listing = sub.add_parser("list", help="each schedule (file and runtime), its next fire, status")
-    listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
-    trigger = sub.add_parser("trigger", help="publish a run of NAME now; prints its run id")
-    trigger.add_argument("name", metavar="NAME")
-    pause = sub.add_parser("pause", help="stop publishing NAME's fires until it is resumed")
-    pause.add_argument("name", metavar="NAME")
-    pause.add_argument("--reason", required=True, help="why; shown by list and status")
-    resume = sub.add_parser("resume", help="publish NAME's fires again")
-    resume.add_argument("name", metavar="NAME")
-    resume.add_argument(
-        "--catch-up",
-        action="store_true",
-        help="also publish the fires missed while paused, under the schedule's catch_up "
-        "policy and misfire_grace_seconds",
-    )
-    store.add_parsers(sub)
-    schedules_apply.add_parser(sub)
-    schedules_backfill.add_parser(sub)
-    return parser.parse_args(argv)
 
 
 def validate(args: argparse.Namespace, context: Context) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError
 from warren_cron.cli.schedules_store import opened
@@ -25,29 +25,6 @@ from warren_cron.store.apply import Options, Plan, Step, plan_apply
 
 if TYPE_CHECKING:
     from warren_cron.cli.schedules import Context
-
-
-def add_parser(sub: Any) -> None:
-    """The ``apply`` subcommand."""
-    apply = sub.add_parser(
-        "apply", help="make the store hold FILE's schedules (a diff, then the changes)"
-    )
-    apply.add_argument("file", metavar="FILE", help="a schedules file ([[schedule]] tables)")
-    apply.add_argument(
-        "--dry-run", action="store_true", help="show the diff only; exit 1 if it has changes"
-    )
-    apply.add_argument(
-        "--prune", action="store_true", help="archive schedules FILE managed and no longer names"
-    )
-    apply.add_argument(
-        "--force", action="store_true", help="overwrite schedules changed in the store since"
-    )
-    apply.add_argument(
-        "--as",
-        dest="manager",
-        help="the name FILE manages its schedules under; default its file name, so a checkout "
-        "anywhere applies as the same file",
-    )
 
 
 def options(context: Context, args: argparse.Namespace) -> Options:

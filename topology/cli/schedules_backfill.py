@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, UsageError
-from warren_cron.cli.enqueue_args import time_arg
 from warren_cron.cli.schedules_store import started
 from warren_cron.clock import utcnow
 from warren_cron.errors import PlanError, StoreError
@@ -27,28 +26,6 @@ if TYPE_CHECKING:
     from aio_pika.abc import AbstractConnection
 
     from warren_cron.cli.schedules import Context
-
-
-def add_parser(sub: Any) -> None:
-    """The ``backfill`` subcommand."""
-    backfill = sub.add_parser(
-        "backfill", help="publish NAME's fires of a past range, each run id once"
-    )
-    backfill.add_argument("name", metavar="NAME")
-    backfill.add_argument(
-        "--from", dest="start", type=time_arg, required=True, help="first fire time, ISO 8601"
-    )
-    backfill.add_argument(
-        "--to", dest="end", type=time_arg, required=True, help="last fire time, ISO 8601, past"
-    )
-    backfill.add_argument("--dry-run", action="store_true", help="list the fires, send none")
-    backfill.add_argument("--rate", type=float, default=10.0, help="fires per second (10)")
-    backfill.add_argument(
-        "--run-timeout",
-        type=float,
-        default=3600.0,
-        help="Forbid/Replace: seconds to wait for each run to end before the next (3600)",
-    )
 
 
 def checked_range(args: argparse.Namespace) -> tuple[datetime, datetime]:

@@ -36,31 +36,6 @@ if TYPE_CHECKING:
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 
-def add_parsers(sub: Any) -> None:
-    """The subcommands of runtime schedules."""
-    create = sub.add_parser("create", help="create a runtime schedule from JSON or TOML")
-    create.add_argument("file", nargs="?", metavar="FILE", help="the fields; default stdin")
-    update = sub.add_parser("update", help="change fields of runtime schedule NAME")
-    update.add_argument("name", metavar="NAME")
-    update.add_argument("file", nargs="?", metavar="FILE", help="fields to change; stdin")
-    # ``--version`` is every subcommand's: ``warren X --version`` prints warren's.
-    update.add_argument(
-        "--if-version", dest="version", type=int, required=True, help="the version you read"
-    )
-    archive = sub.add_parser("archive", help="stop runtime schedule NAME for good")
-    archive.add_argument("name", metavar="NAME")
-    archive.add_argument(
-        "--if-version", dest="version", type=int, help="only if this is still the version"
-    )
-    get = sub.add_parser(
-        "get", help="NAME's source, spec, status (a runtime one's version and history of changes)"
-    )
-    get.add_argument("name", metavar="NAME")
-    get.add_argument("--json", action="store_true", help="JSON, for machines")
-    for parser in (create, update, archive):
-        parser.add_argument("--reason", help="why; kept in the schedule's history")
-
-
 def read_table(source: str | None) -> dict[str, Any]:
     """The fields in FILE (or stdin for None or ``-``), JSON or TOML."""
     try:

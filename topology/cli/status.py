@@ -30,6 +30,7 @@ from warren_cron.cli.common import (
     run_command,
 )
 from warren_cron.cli.schedules_store import started
+from warren_cron.cli.status_args import parse_args
 from warren_cron.clock import utcnow
 from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
@@ -62,18 +63,6 @@ NO_FOLD = (
     "warren status: no status fold in the broker: the monitor (warren monitor) is not "
     "running or has not written one yet; folded the whole history stream"
 )
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command line of the script."""
-    parser = argparse.ArgumentParser(
-        prog="warren status",
-        description="Show every schedule, of CRON_SCHEDULES_FILE and runtime ones alike: its "
-        "source (file or runtime), when it fires, paused or not, last fire, last outcome, "
-        "last success and failure, next fire, runs retrying and records in the failed queue.",
-    )
-    parser.add_argument("--json", action="store_true", help="a JSON array, for machines")
-    return parser.parse_args(argv)
 
 
 def table(rows: list[StatusRow], now: datetime) -> str:

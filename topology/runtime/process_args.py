@@ -2,12 +2,14 @@
 CRON_* variables.
 
 Apart from ``service`` (structlog, tracing) and from the processes' own packages, so that
-``warren worker --help`` and ``warren monitor --help`` answer without loading either.
+``warren worker --help``, ``warren scheduler --help`` and ``warren monitor --help`` answer
+without loading any of them.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def process_parser(prog: str, description: str, check: str) -> argparse.ArgumentParser:
@@ -40,3 +42,19 @@ def monitor_args(argv: list[str] | None) -> argparse.Namespace:
         "expect_success_within and when no scheduler leads; keep the status fold of the history.",
         check="validate settings, then exit",
     ).parse_args(argv)
+
+
+def scheduler_args(argv: list[str] | None) -> argparse.Namespace:
+    """``warren scheduler``'s command line."""
+    parser = process_parser(
+        "warren scheduler",
+        "Publish each schedule's due fires to RabbitMQ. Several may run: one leads, the "
+        "others stand by. SIGHUP reloads the schedules file; without one, only the runtime "
+        "schedules of the broker's store run.",
+        check="validate settings and the schedules file, print each schedule's next fires and "
+        "retry timeline, then exit (0 valid, 2 invalid)",
+    )
+    parser.add_argument(
+        "--schedules", type=Path, help="schedules file (default: CRON_SCHEDULES_FILE)"
+    )
+    return parser.parse_args(argv)
