@@ -42,11 +42,20 @@ from warren_cron.errors import (
     SettingsError,
     TopologyError,
 )
-from warren_cron.failed.replay import Replayer, ReplayOptions
-from warren_cron.failed.store import each_record, purge_recorded, read_records, restore_records
-from warren_cron.failed.tally import Tally
+from warren_cron.failed.store import restore_records
 from warren_cron.names import Names
-from warren_cron.plan import RetryPlan, task_plan
+from warren_cron.ops.failed import (
+    Purge,
+    Replay,
+    each_listed,
+    exported_records,
+    plan_picker,
+    purge_records,
+    replay_records,
+    shown,
+    summary,
+)
+from warren_cron.plan import RetryPlan
 from warren_cron.records import FailedRecord
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.load import schedule_plans
@@ -93,7 +102,7 @@ async def _read_matching(
     try:
         return await _with_connection(
             settings,
-            lambda conn, names: read_records(conn, names, selection(args), args.limit, bar),
+            lambda conn, names: exported_records(conn, names, selection(args), args.limit, bar),
         )
     finally:
         bar.close()
@@ -103,7 +112,7 @@ async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
     """Print the matching records as a table or JSON, each as soon as it is read."""
 
     async def show(connection: AbstractRobustConnection, names: Names) -> int:
-        records = each_record(connection, names, selection(args), args.limit)
+        records = each_listed(connection, names, selection(args), args.limit)
         async with aclosing(records):
             write = write_json if args.json else write_table
             return await write(records, sys.stdout)
@@ -115,15 +124,13 @@ async def cmd_list(settings: CronSettings, args: argparse.Namespace) -> int:
 
 async def cmd_show(settings: CronSettings, args: argparse.Namespace) -> int:
     """Print every record of one run id in full."""
-    records = await _with_connection(
-        settings, lambda conn, names: read_records(conn, names, selection(args))
-    )
+    records = await _with_connection(settings, lambda conn, names: shown(conn, names, args.run_id))
     if not records:
         print(f"warren failed: no failed record with run id {args.run_id!r}", file=sys.stderr)
         return EXIT_PARTIAL
     if args.json:
-        shown = [shown_record(r) for r in records]
-        print(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
+        whole = [shown_record(r) for r in records]
+        print(orjson.dumps(whole, option=orjson.OPT_INDENT_2).decode())
     else:
         print("\n\n".join(full(record) for record in records))
     return EXIT_OK
@@ -150,65 +157,45 @@ async def cmd_purge(settings: CronSettings, args: argparse.Namespace) -> int:
     select, names = selection(args), Names(settings.namespace)
     limit = args.limit
     if not args.yes:
+        counted = Purge(select, limit, dry_run=True)
         found = await _with_connection(
-            settings, lambda conn, n: read_records(conn, n, select, limit)
+            settings, lambda conn, _: purge_records(conn, settings, counted)
         )
-        if not found:
+        if not found.matched:
             print("nothing matches: nothing purged", file=sys.stderr)
             return EXIT_OK
-        if not confirm(len(found), names.failed_queue, args.export):
+        if not confirm(found.matched, names.failed_queue, args.export):
             print("not confirmed: nothing purged", file=sys.stderr)
             return EXIT_PARTIAL
-        limit = len(found)  # never more than the user agreed to
+        limit = found.matched  # never more than the user agreed to
     bar = ProgressBar("purging")
     export = (lambda records: write_jsonl(args.export, records)) if args.export else None
 
-    async def purge(connection: AbstractRobustConnection, names: Names) -> Tally:
-        # Each record removed is written to the run history as it goes.
-        return await purge_recorded(
-            connection, settings, select, limit, progress=bar, export=export
-        )
-
-    tally = await _with_connection(settings, purge)
+    # Each record removed is written to the run history as it goes.
+    purge = Purge(select, limit, progress=bar, export=export)
+    tally = await _with_connection(settings, lambda conn, _: purge_records(conn, settings, purge))
     bar.close()
-    print(f"purged {tally.moved} record(s)", file=sys.stderr)
+    print(summary(tally, "purge"), file=sys.stderr)
     return EXIT_OK
-
-
-def replay_summary(tally: Tally, dry_run: bool) -> str:
-    """One line saying what a replay did."""
-    if dry_run:
-        return f"would replay {tally.moved} record(s) (dry run: nothing moved)"
-    line = f"replayed {tally.moved} of {tally.matched} matching record(s)"
-    if tally.failed:
-        line += f"; {tally.failed} could not be moved and stay in the failed queue"
-    if tally.matched > tally.moved + tally.failed:
-        line += f"; {tally.matched - tally.moved - tally.failed} not seen again after a reconnect"
-    if tally.reconnects:
-        line += f"; resumed after {tally.reconnects} broker reconnect(s)"
-    return line
 
 
 async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     """Move the matching records back to the tasks exchange with a fresh retry plan."""
     override = plan_options(args, settings)
     plans = None if override else plans_of_schedules(settings)
-    default = settings.default_plan()
     bar = ProgressBar("replaying")
-    options = ReplayOptions(
+    replay = Replay(
         select=selection(args),
-        plan_for=lambda r: task_plan(
-            r.schedule, default=default, override=override, schedule_plans=plans
-        ),
+        plan_for=plan_picker(settings.default_plan(), plans, override),
         limit=args.limit,
-        rate=args.rate,
         dry_run=args.dry_run,
+        rate=args.rate,
         reconnect_seconds=args.reconnect_seconds,
         progress=bar,
     )
-    tally = await Replayer(settings, options).run()
+    tally = await replay_records(settings, replay)
     bar.close()
-    print(replay_summary(tally, args.dry_run), file=sys.stderr)
+    print(summary(tally, "replay", args.dry_run), file=sys.stderr)
     for error in tally.errors[:20]:
         print(f"  {error}", file=sys.stderr)
     missed = tally.moved < tally.matched and not args.dry_run

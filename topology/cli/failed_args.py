@@ -39,7 +39,9 @@ def _reading(sub: Subcommands) -> None:
     _filters(listing)
     listing.add_argument("--json", action="store_true", help="a JSON array, for machines")
     show = sub.add_parser("show", help="everything about the records of one run id")
-    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument(
+        "run_id", metavar="RUN_ID", help="the run id as it is: * and ? in it are no pattern"
+    )
     show.add_argument("--json", action="store_true", help="the records as JSON")
     export = sub.add_parser("export", help="write matching records as JSON Lines")
     _filters(export)

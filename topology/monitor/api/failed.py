@@ -1,16 +1,15 @@
 """``/api/v1/failed``: the failed queue by filter, and replay or purge of a filter's records.
 
 The filters are the dashboard's and ``warren failed``'s (``RecordFilter``); replay and purge
-run the same code (``topology/failed/``) under the dashboard's lock of the failed queue, and
-write the history's ``replayed`` and ``purged`` events with the token's name as ``by``. With
-``dry_run`` nothing moves: a replay reads the queue as it would and counts, a purge counts
-the records it would take.
+are the operations of ``warren_cron.ops.failed``, run beside the dashboard's copy of the failed
+queue (waiting for its read, then having it read again), and write the history's ``replayed``
+and ``purged`` events with the token's name as ``by``. With ``dry_run`` nothing moves: a replay
+reads the queue as it would and counts, a purge counts the records it would take.
 """
 
 from __future__ import annotations
 
 from warren_cron.failed.select import RecordFilter
-from warren_cron.failed.store import read_records
 from warren_cron.failed.tally import Tally
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
@@ -22,7 +21,18 @@ from warren_cron.monitor.api.run_models import (
     Moved,
     RecordQuery,
 )
-from warren_cron.monitor.dashboard.pages.failed import purge_matching, replay_matching, selection
+from warren_cron.ops.failed import (
+    Beside,
+    Purge,
+    Replay,
+    Verb,
+    listed,
+    plan_picker,
+    purge_records,
+    replay_records,
+    selection,
+    summary,
+)
 
 
 def selected(query: RecordQuery) -> RecordFilter:
@@ -30,15 +40,14 @@ def selected(query: RecordQuery) -> RecordFilter:
     fields = query.model_dump(include=set(RecordQuery.model_fields), exclude_none=True)
     try:
         return selection(fields)
-    except (ValueError, OverflowError) as error:
-        why = str(error).replace("--since", "since") if isinstance(error, ValueError) else ""
-        raise ApiError(400, "invalid", why or f"since {query.since!r} is too far back") from None
+    except ValueError as error:
+        raise ApiError(400, "invalid", str(error)) from None
 
 
 async def list_failed(call: Call) -> FailedList:
     """The failed records the filters pick, oldest first (the dashboard's index of them)."""
     query, index = call.query_as(FailedQuery), call.dashboard.failed
-    records = index.select(selected(query))
+    records = listed(index, selected(query))
     page = [FailedRecord.model_validate(record.summary()) for record in records[: query.limit]]
     read_at = None if index.read_at is None else index.read_at.isoformat()
     return FailedList(records=page, matched=len(records), read_at=read_at)
@@ -52,44 +61,39 @@ def _moving(body: MoveBody) -> RecordFilter:
     return select
 
 
-_PAST = {"replay": "replayed", "purge": "purged"}
-
-
-def _moved(tally: Tally, dry_run: bool, verb: str) -> Moved:
-    if dry_run:
-        message = f"would {verb} {tally.moved} record(s) (dry run: nothing moved)"
-    else:
-        kept = f"; {tally.failed} could not be moved and stay" if tally.failed else ""
-        message = f"{_PAST[verb]} {tally.moved} of {tally.matched} matching record(s){kept}"
+def _moved(tally: Tally, dry_run: bool, verb: Verb) -> Moved:
     return Moved(
         dry_run=dry_run,
         matched=tally.matched,
         moved=tally.moved,
         failed=tally.failed,
-        message=message,
+        message=summary(tally, verb, dry_run),
     )
 
 
 async def replay_failed(call: Call) -> Moved:
     """Replay the records a filter picks, each on its schedule's retry plan."""
     body, dashboard = call.body_as(MoveBody), call.dashboard
-    select = _moving(body)
-    tally = await replay_matching(dashboard, select, body.limit, call.by, body.reason, body.dry_run)
-    if not body.dry_run:
-        await dashboard.failed.refresh(dashboard.connection)
-    return _moved(tally, body.dry_run, "replay")
+    settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    replay = Replay(
+        select=_moving(body),
+        plan_for=plan_picker(settings.default_plan(), plans),
+        limit=body.limit,
+        dry_run=body.dry_run,
+        by=call.by,
+        reason=body.reason,
+    )
+    beside = Beside(dashboard.failed, dashboard.connection)
+    return _moved(await replay_records(settings, replay, beside), body.dry_run, "replay")
 
 
 async def purge_failed(call: Call) -> Moved:
     """Purge the records a filter picks, for good."""
     body, dashboard = call.body_as(MoveBody), call.dashboard
-    select = _moving(body)
-    if body.dry_run:
-        found = await read_records(dashboard.connection, dashboard.names, select, body.limit)
-        return _moved(Tally(matched=len(found), moved=len(found)), True, "purge")
-    tally = await purge_matching(dashboard, select, body.limit, call.by, body.reason)
-    await dashboard.failed.refresh(dashboard.connection)
-    return _moved(tally, False, "purge")
+    purge = Purge(_moving(body), body.limit, body.dry_run, call.by, body.reason)
+    beside = Beside(dashboard.failed, dashboard.connection)
+    tally = await purge_records(dashboard.connection, dashboard.settings, purge, beside)
+    return _moved(tally, body.dry_run, "purge")
 
 
 ENDPOINTS = [

@@ -9,34 +9,29 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from warren_cron.failed.replay import Replayer, ReplayOptions
-from warren_cron.failed.select import RecordFilter, exact, parse_since
-from warren_cron.failed.store import purge_recorded
-from warren_cron.failed.tally import Tally
+from warren_cron.failed.select import RecordFilter
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.monitor.roles import Action
-from warren_cron.plan import task_plan
+from warren_cron.ops.failed import (
+    FIELDS,
+    Beside,
+    Purge,
+    Replay,
+    listed,
+    plan_picker,
+    purge_records,
+    replay_records,
+    selection,
+    shown,
+    summary,
+)
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
 
-#: The filter fields of the list, the confirmation and the actions.
-FIELDS = ("schedule", "reason", "since", "text", "run_id")
 ACTIONS = ("replay", "purge")
-
-
-def selection(values: Mapping[str, str]) -> RecordFilter:
-    """The records ``values`` pick (``run_id`` exact); ``ValueError`` for a bad ``since``."""
-    given = {key: values.get(key, "").strip() for key in FIELDS}
-    return RecordFilter(
-        schedule=given["schedule"] or None,
-        reason=given["reason"] or None,
-        since=parse_since(given["since"]) if given["since"] else None,
-        text=given["text"] or None,
-        run_id=exact(given["run_id"]) if given["run_id"] else None,
-    )
 
 
 def _filters(values: Mapping[str, str]) -> dict[str, str]:
@@ -47,10 +42,9 @@ async def failed_page(request: web.Request) -> web.StreamResponse:
     """A page of the records the filters pick."""
     dashboard, filters = dashboard_of(request), _filters(request.query)
     try:
-        records = dashboard.failed.select(selection(filters))
-        error = None
+        records, error = listed(dashboard.failed, selection(filters)), None
     except ValueError as bad:
-        records, error = [], str(bad).replace("--since", "since")
+        records, error = [], str(bad)
     return dashboard.page(
         request,
         "failed.html",
@@ -68,7 +62,8 @@ async def record_page(request: web.Request) -> web.StreamResponse:
     dashboard = dashboard_of(request)
     run_id = request.query.get("run_id", "")
     # In full from the queue: the index keeps no bodies, headers or histories.
-    records = await dashboard.failed.whole(dashboard.connection, run_id) if run_id else []
+    copy = dashboard.failed
+    records = await shown(dashboard.connection, dashboard.names, run_id, copy) if run_id else []
     return dashboard.page(
         request,
         "record.html",
@@ -89,7 +84,7 @@ async def confirm_page(request: web.Request) -> web.StreamResponse:
     if action not in ACTIONS:
         raise web.HTTPBadRequest(text="action must be replay or purge")
     try:
-        count = len(dashboard.failed.select(selection(filters)))
+        count = len(listed(dashboard.failed, selection(filters)))
     except ValueError as bad:
         raise web.HTTPBadRequest(text=str(bad)) from None
     return dashboard.page(
@@ -111,53 +106,23 @@ def _agreed(form: Mapping[str, str]) -> int:
         return 0
 
 
-async def replay_matching(
-    dashboard: Dashboard,
-    select: RecordFilter,
-    limit: int | None,
-    by: str,
-    reason: str | None,
-    dry_run: bool = False,
-) -> Tally:
-    """Replay up to ``limit`` records ``select`` picks, each on its schedule's plan, as
-    ``warren failed replay`` does; ``by`` and ``reason`` go to the history."""
-    settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
-    default = settings.default_plan()
-    options = ReplayOptions(
-        select=select,
-        plan_for=lambda r: task_plan(r.schedule, default=default, schedule_plans=plans),
-        limit=limit,
-        dry_run=dry_run,
-        by=by,
-        reason=reason,
-    )
-    async with dashboard.failed.lock:
-        return await Replayer(settings, options).run()
-
-
-async def purge_matching(
-    dashboard: Dashboard, select: RecordFilter, limit: int | None, by: str, reason: str | None
-) -> Tally:
-    """Purge up to ``limit`` records ``select`` picks, as ``warren failed purge`` does."""
-    async with dashboard.failed.lock:
-        return await purge_recorded(
-            dashboard.connection, dashboard.settings, select, limit, by=by, reason=reason
-        )
-
-
 async def _replay(
     dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
-    tally = await replay_matching(dashboard, select, count, actor.by, reason)
-    kept = f"; {tally.failed} could not be moved and stay" if tally.failed else ""
-    return f"replayed {tally.moved} of {count} record(s){kept}"
+    settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    plan_for = plan_picker(settings.default_plan(), plans)
+    replay = Replay(select, plan_for, limit=count, by=actor.by, reason=reason)
+    beside = Beside(dashboard.failed, dashboard.connection)
+    return summary(await replay_records(settings, replay, beside), "replay", agreed=count)
 
 
 async def _purge(
     dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
-    tally = await purge_matching(dashboard, select, count, actor.by, reason)
-    return f"purged {tally.moved} of {count} record(s)"
+    purge = Purge(select, limit=count, by=actor.by, reason=reason)
+    beside = Beside(dashboard.failed, dashboard.connection)
+    tally = await purge_records(dashboard.connection, dashboard.settings, purge, beside)
+    return summary(tally, "purge", agreed=count)
 
 
 async def moved(request: web.Request) -> web.StreamResponse:
@@ -174,9 +139,7 @@ async def moved(request: web.Request) -> web.StreamResponse:
         except ValueError as bad:
             return str(bad)
         move = _replay if action == "replay" else _purge
-        message = await move(dashboard, select, count, actor, reason)
-        await dashboard.failed.refresh(dashboard.connection)
-        return message
+        return await move(dashboard, select, count, actor, reason)
 
     return await act(request, action, perform, "/failed")
 

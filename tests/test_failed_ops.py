@@ -1,0 +1,68 @@
+"""Failed records tell one story on every surface: a run id shown is that run id, a ``since``
+too far back is named, and a replay that left records behind says where they stay."""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.failed_records import run_warren
+from tests.helpers import envelope
+from tests.namespace import TestBroker
+from warren_cron.failed.tally import Tally
+from warren_cron.monitor.api.failed import _moved
+from warren_cron.monitor.dashboard import pages
+from warren_cron.monitor.dashboard.app import create_app
+from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.monitor.status import StatusKeeper
+from warren_cron.names import FAILED_KEY
+from warren_cron.records import Failure, envelope_record
+
+
+async def _put_run_ids(broker: TestBroker, *run_ids: str) -> None:
+    """One failure record for each run id, published as the worker does."""
+    await broker.declare()
+    channel = await broker.connection.channel(publisher_confirms=True)
+    dlx = await channel.get_exchange(broker.names.dlx)
+    failure = Failure("retries-exhausted", "RuntimeError: x", 4)
+    for run_id in run_ids:
+        record = envelope_record(envelope("job", run_id=run_id), failure)
+        await dlx.publish(record, FAILED_KEY, mandatory=True)
+    await channel.close()
+
+
+@pytest.mark.broker
+async def test_show_takes_a_run_id_as_it_is_not_as_a_pattern(broker: TestBroker) -> None:
+    """``warren failed show 'nightly-*'`` shows that run only, as the dashboard's record page
+    does, not every run the pattern would match."""
+    await _put_run_ids(broker, "nightly-*", "nightly-1", "nightly-2")
+    await broker.wait_depth(broker.names.failed_queue, 3)
+    result = run_warren(broker, "failed", "show", "nightly-*", "--json")
+    assert result.returncode == 0, result.stderr
+    assert '"nightly-*"' in result.stdout
+    assert "nightly-1" not in result.stdout and "nightly-2" not in result.stdout
+
+
+async def test_the_failed_page_names_a_since_too_far_back_instead_of_failing() -> None:
+    """``/failed?since=99999999d`` reads as the API says it (too far back), not a server
+    error."""
+    settings = MonitorSettings(namespace="since-test")
+    app = create_app(pages.ROUTES)
+    app[pages.DASHBOARD] = Dashboard(settings, [], StatusKeeper(settings), set)
+    async with TestClient(TestServer(app)) as client:
+        response = await client.get("/failed", params={"since": "99999999d"})
+        assert response.status == 200
+        assert "since &#39;99999999d&#39; is too far back" in await response.text()
+
+
+def test_the_api_says_where_unmoved_records_stay_as_the_command_does() -> None:
+    """A replay over the API that could not move every record says, as ``warren failed
+    replay`` does, that they stay in the failed queue, which were lost to a reconnect, and
+    how often it resumed."""
+    tally = Tally(matched=4, moved=2, failed=1, reconnects=1)
+    message = _moved(tally, False, "replay").message
+    assert message == (
+        "replayed 2 of 4 matching record(s); 1 could not be moved and stay in the failed "
+        "queue; 1 not seen again after a reconnect; resumed after 1 broker reconnect(s)"
+    )
