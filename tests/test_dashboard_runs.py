@@ -19,8 +19,8 @@ from warren_cron.history.events import event
 from warren_cron.history.reader import Budget, Start, read_messages
 from warren_cron.history.recent import CLOCK_SLACK, one_run
 from warren_cron.history.runs import Run
-from warren_cron.monitor.dashboard import scans
 from warren_cron.monitor.dashboard.recent import PER_SCHEDULE
+from warren_cron.ops import runs
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -60,7 +60,7 @@ async def test_a_run_not_kept_is_read_from_its_minute_in_the_stream_and_shown_wh
         starts.append(start)
         return await one_run(connection, name, run, start, budget)
 
-    monkeypatch.setattr(scans, "one_run", spied)
+    monkeypatch.setattr(runs, "one_run", spied)
     monitor = await run_monitor(dashboard_port=free_port())
     dashboard = monitor.dashboard
     await eventually(lambda: "tail@x" in dashboard.recent.runs, 10, what="the history followed")

@@ -16,13 +16,15 @@ import sys
 from datetime import timedelta
 
 from warren_cron.cancel.bounds import MAX_BULK
-from warren_cron.cancel.select import cancellable_runs
+from warren_cron.cancel.request import CancelAnswer
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from warren_cron.client.client import Client
 from warren_cron.clock import utcnow
 from warren_cron.errors import CancelError
 from warren_cron.failed.select import parse_since
+from warren_cron.history.events import who
 from warren_cron.history.lifecycle import RunStatus
+from warren_cron.ops.runs_cancel import cancel, cancel_each, cancellable
 
 #: A single cancel found the run ended already: nothing was cancelled.
 EXIT_ENDED = 5
@@ -44,26 +46,25 @@ async def cancel_command(client: Client, args: argparse.Namespace, prog: str) ->
     try:
         if args.run_id is not None:
             return await _one(client, args.run_id, args.reason)
-        return await _bulk(client, args, prog)
+        return await _bulk(client, args)
     except CancelError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
 
 
 async def _one(client: Client, run_id: str, reason: str | None) -> int:
-    answer = await client.run(run_id).cancel(reason)
+    answer = await cancel(client, run_id, reason, who())
     print(answer.message)
     return EXIT_OK if answer.cancelled else EXIT_ENDED
 
 
-async def _bulk(client: Client, args: argparse.Namespace, prog: str) -> int:
-    connection, stream = await client.history_access()
+async def _bulk(client: Client, args: argparse.Namespace) -> int:
     keep = timedelta(seconds=client.settings.history_max_age_seconds)
     try:
         since = utcnow() - keep if args.since is None else parse_since(args.since, utcnow())
     except ValueError as error:
         raise CancelError(str(error)) from None
-    found = await cancellable_runs(connection, stream, args.schedule, args.state, since, args.limit)
+    found = await cancellable(client, args.schedule, args.state, since, args.limit)
     if not found:
         print(f"no run of a schedule matching {args.schedule!r} to cancel")
         return EXIT_OK
@@ -72,17 +73,13 @@ async def _bulk(client: Client, args: argparse.Namespace, prog: str) -> int:
             print(_line(status, "would cancel"))
         print(f"{len(found)} run(s) would be cancelled (dry run: nothing cancelled)")
         return EXIT_OK
-    return await _cancel_all(client, found, args.reason, prog)
+    done = await cancel_each(client, found, args.reason, who(), _told)
+    print(f"{done.cancelled} run(s) cancelled, {done.missed} ended before the cancel")
+    return EXIT_PARTIAL if done.missed else EXIT_OK
 
 
-async def _cancel_all(client: Client, found: list[RunStatus], reason: str | None, prog: str) -> int:
-    missed = 0
-    for status in found:
-        answer = await client.run(status.run_id).cancel(reason)
-        missed += not answer.cancelled
-        print(_line(status, "cancelled" if answer.cancelled else "ended already"))
-    print(f"{len(found) - missed} run(s) cancelled, {missed} ended before the cancel")
-    return EXIT_PARTIAL if missed else EXIT_OK
+def _told(status: RunStatus, answer: CancelAnswer) -> None:
+    print(_line(status, "cancelled" if answer.cancelled else "ended already"))
 
 
 def _line(status: RunStatus, what: str) -> str:

@@ -1,4 +1,4 @@
-"""The API's reads of the history stream (``dashboard/scans.py``): refused as JSON errors,
+"""The API's reads of the history stream (``warren_cron.ops.scans``): refused as JSON errors,
 and answered partial, with a hint, when they stopped at their bound."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from typing import Any, TypeVar
 from warren_cron.history.reader import Budget
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call
-from warren_cron.monitor.dashboard.scans import ScanRefused
+from warren_cron.ops.scans import ScanRefused
 
 R = TypeVar("R")
-_CODES = {429: "throttled", 503: "unavailable"}
 LIST_HINT = (
     "read {scanned} events (CRON_HISTORY_SCAN_EVENTS) before reaching since: older runs may "
     "match; narrow since (since=1h) or ask for a run by its id"
@@ -31,8 +30,9 @@ async def scanned(
     try:
         return await call.dashboard.scans.scan(call.request, read)
     except ScanRefused as refused:
-        code = _CODES[refused.status]
-        raise ApiError(refused.status, code, refused.message, refused.headers) from None
+        status, code = (429, "throttled") if refused.busy else (503, "unavailable")
+        headers = {"Retry-After": str(refused.retry_after)}
+        raise ApiError(status, code, refused.message, headers) from None
 
 
 def partial(budget: Budget | None, hint: str) -> dict[str, Any]:

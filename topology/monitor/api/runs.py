@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 
 from warren_cron.client.options import EnqueueOptions
@@ -21,7 +20,6 @@ from warren_cron.failed.select import parse_since
 from warren_cron.history.events import event
 from warren_cron.history.lifecycle import RunStatus, status_of
 from warren_cron.history.reader import Budget
-from warren_cron.history.recent import recent_runs
 from warren_cron.history.runs import Run as Folded
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
@@ -35,7 +33,8 @@ from warren_cron.monitor.api.run_models import (
     RunsQuery,
 )
 from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, scanned
-from warren_cron.monitor.dashboard.scans import run_story
+from warren_cron.ops.runs import RunFilter, run_story
+from warren_cron.ops.runs import list_runs as runs_since
 
 #: The longest run id looked up: longer ones are no run id warren makes.
 MAX_RUN_ID = 300
@@ -66,16 +65,11 @@ async def list_runs(call: Call) -> RunList:
     query, dashboard = call.query_as(RunsQuery), call.dashboard
     oldest = timedelta(seconds=dashboard.settings.history_max_age_seconds)
     since = since_of(query.since, oldest)
-
-    def want(run: Folded) -> bool:
-        named = query.schedule is None or fnmatchcase(run.schedule or "", query.schedule)
-        state = query.state is None or as_run(run.run_id, run).state == query.state
-        return named and state
-
+    which = RunFilter(schedule=query.schedule, state=query.state)
     stream, limit = dashboard.names.history_stream, query.limit
 
     async def read(budget: Budget) -> list[Folded]:
-        return await recent_runs(dashboard.connection, stream, want, limit, since, None, budget)
+        return await runs_since(dashboard.connection, stream, which, limit, since, budget)
 
     runs, budget = await scanned(call, read)
     found = [as_run(run.run_id, run) for run in runs]
@@ -140,8 +134,17 @@ async def _status(call: Call, run_id: str) -> Status:
     run = dashboard.recent.whole(run_id)
     budget = None
     if run is None:  # not kept, or kept without its start: its story from the stream
-        run, budget = await scanned(call, lambda budget: run_story(dashboard, run_id, budget))
+        run, budget = await scanned(call, lambda budget: _story(call, run_id, budget))
     return (None if run is None else status_of(run_id, run, utcnow())), budget
+
+
+async def _story(call: Call, run_id: str, budget: Budget) -> Folded | None:
+    """The run's story from the stream, from the offset the monitor's index gives."""
+    dashboard = call.dashboard
+    kept_for = timedelta(seconds=dashboard.settings.history_max_age_seconds)
+    connection, stream = dashboard.connection, dashboard.names.history_stream
+    locate = dashboard.offsets.offset_at
+    return await run_story(connection, stream, run_id, budget, kept_for, locate)
 
 
 async def enqueue_run(call: Call) -> Enqueued:

@@ -4,17 +4,12 @@ them; ``/runs/<id>``: one run's story."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fnmatch import fnmatchcase
+from datetime import timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
 
-from warren_cron.broker.connect import publish_channel
-from warren_cron.cancel.request import cancel_run
-from warren_cron.cancel.stream import declare_cancels
-from warren_cron.cancel.tombstone import checked_run_id
-from warren_cron.client.runs import run_status
 from warren_cron.errors import CancelError
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.history.reader import Budget
@@ -23,7 +18,10 @@ from warren_cron.history.timeline import seconds_text, steps
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.monitor.dashboard.recent import NOTABLE, PER_SCHEDULE
-from warren_cron.monitor.dashboard.scans import ScanRefused, run_story
+from warren_cron.ops.runs import RunFilter, kept_runs, run_story
+from warren_cron.ops.runs_cancel import ChannelAccess
+from warren_cron.ops.runs_cancel import cancel as cancel_one
+from warren_cron.ops.scans import ScanRefused
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
@@ -39,12 +37,8 @@ async def runs_page(request: web.Request) -> web.StreamResponse:
     dashboard = dashboard_of(request)
     pattern = request.query.get("schedule", "").strip()
     outcome = request.query.get("outcome", "")
-
-    def want(run: Run) -> bool:
-        named = not pattern or fnmatchcase(run.schedule or "", pattern)
-        return named and outcome in ("", run.outcome)
-
-    runs = dashboard.recent.newest(want, LIMIT)
+    which = RunFilter(schedule=pattern or None, outcome=outcome or None)
+    runs = kept_runs(dashboard.recent, which, LIMIT)
     return dashboard.page(
         request,
         "runs.html",
@@ -87,13 +81,18 @@ async def run_page(request: web.Request) -> web.StreamResponse:
 async def _scanned(request: web.Request, dashboard: Dashboard, run_id: str) -> Scan:
     """The run's story read from the stream within the monitor's bound; 429 or 503 when the
     read is refused."""
+    kept_for = timedelta(seconds=dashboard.settings.history_max_age_seconds)
+    connection, stream = dashboard.connection, dashboard.names.history_stream
+    locate = dashboard.offsets.offset_at
     try:
         return await dashboard.scans.scan(
-            request, lambda budget: run_story(dashboard, run_id, budget)
+            request,
+            lambda budget: run_story(connection, stream, run_id, budget, kept_for, locate),
         )
     except ScanRefused as refused:
-        page = web.HTTPTooManyRequests if refused.status == 429 else web.HTTPServiceUnavailable
-        raise page(text=refused.message, headers=refused.headers) from None
+        page = web.HTTPTooManyRequests if refused.busy else web.HTTPServiceUnavailable
+        headers = {"Retry-After": str(refused.retry_after)}
+        raise page(text=refused.message, headers=headers) from None
 
 
 async def cancel(request: web.Request) -> web.StreamResponse:
@@ -103,17 +102,10 @@ async def cancel(request: web.Request) -> web.StreamResponse:
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
         try:
-            checked_run_id(run_id)
+            async with ChannelAccess(dashboard.connection, dashboard.names) as access:
+                answer = await cancel_one(access, run_id, reason, actor.by)
         except CancelError as error:
             return f"not cancelled: {error}"
-        connection, names = dashboard.connection, dashboard.names
-        status = await run_status(connection, names.history_stream, run_id)
-        await declare_cancels(connection, names)
-        channel = await publish_channel(connection)
-        try:
-            answer = await cancel_run(channel, names, status, actor.by, reason)
-        finally:
-            await channel.close()
         return answer.message
 
     return await act(request, "cancel", perform, f"/runs/{quote(run_id, safe='')}")
