@@ -1,5 +1,6 @@
-"""The run page's cancel action on a real monitor and broker: shown to a logged-in user for a
-run that has not ended, refused without the session's CSRF token or a login, done with it."""
+"""The run page's cancel action on a real monitor and broker: the page is shown to a
+logged-in user, with the form for a run that has not ended; refused without the session's
+CSRF token or a login, done with it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,14 @@ async def page_of(http: aiohttp.ClientSession, url: str, run_id: str) -> str:
 async def test_a_logged_in_user_cancels_a_run_from_its_page_with_the_csrf_token(
     broker: TestBroker, client: Client, site: tuple[str, aiohttp.ClientSession]
 ) -> None:
-    """Anonymous: no form, and a POST is refused. Logged in: the form is there; a POST
+    """Anonymous: sent to log in, and a POST is refused. Logged in: the form is there; a POST
     without the CSRF token is refused; with it, the run ends cancelled by the user."""
     url, http = site
     [run_id] = await fired_ahead(client, "x<b>")
-    anonymous = await page_of(http, url, run_id)
-    assert "Log in</a> to cancel" in anonymous and "<b>" not in anonymous
+    run_page = url + "runs/" + quote(run_id, safe="")
+    async with http.get(run_page, allow_redirects=False) as anonymous:
+        assert anonymous.status == 303
+        assert anonymous.headers["Location"].startswith("/login?next=/runs/")
     action = url + "runs/" + quote(run_id, safe="") + "/cancel"
     async with http.post(action, data={"why": "x"}, allow_redirects=False) as refused:
         assert refused.status == 403
@@ -60,7 +63,7 @@ async def test_a_logged_in_user_cancels_a_run_from_its_page_with_the_csrf_token(
     async with http.post(url + "login", data=form, allow_redirects=False) as login:
         assert login.status == 303
     page = await page_of(http, url, run_id)
-    assert "Cancel run" in page
+    assert "Cancel run" in page and "<b>" not in page
     [csrf] = re.findall(r'name="csrf" value="([0-9a-f]+)"', page)
     async with http.post(action, data={"why": "x"}, allow_redirects=False) as stale:
         assert stale.status == 403 and "reload the page" in await stale.text()

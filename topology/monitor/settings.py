@@ -114,8 +114,21 @@ class MonitorSettings(CronSettings):
     )
     dashboard_token: SecretStr | None = Field(
         None,
-        description="Token that unlocks the dashboard's actions; none: the dashboard is read-only.",
+        description="An operator's token for the dashboard's login (as a token of "
+        "CRON_API_TOKENS is); with either set, every page needs a login. None of both: the "
+        "pages are open to anyone and read-only.",
         repr=False,
+    )
+    dashboard_anonymous_read: bool = Field(
+        False,
+        description="With tokens set, let anyone read the dashboard's pages without logging "
+        "in (a viewer's rights, never more); actions still need a login.",
+    )
+    dashboard_session_seconds: int = Field(
+        43_200,
+        ge=60,
+        le=30 * 86_400,
+        description="How long a dashboard login lasts; then its user logs in again.",
     )
     dashboard_login_failures: int = Field(
         5,

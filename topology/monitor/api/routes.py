@@ -106,7 +106,7 @@ def add_endpoints(app: web.Application, endpoints: Sequence[Endpoint]) -> None:
 
 def _served(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def serve(request: web.Request) -> web.StreamResponse:
-        caller = _authorized(request, endpoint.role)
+        caller = _authorized(request, endpoint.action)
         name = _name(request)
         query = (
             None
@@ -123,11 +123,13 @@ def _served(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamR
     return serve
 
 
-def _authorized(request: web.Request, role: Role | None) -> Caller | None:
-    if role is None:
+def _authorized(request: web.Request, action: Action | None) -> Caller | None:
+    if action is None:
         return None
     caller = _caller(request)
-    if not caller.may(role):
+    # The API never reads anonymously: the dashboard's anonymous reading opens pages only.
+    if not dashboard_of(request).auth.access.may(caller.role, action):
+        role = needs(action)
         raise ApiError(
             403, "forbidden", f"token {caller.name!r} has role {caller.role}; this needs {role}"
         )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from warren_cron.errors import BROKER_TROUBLE
 
@@ -58,9 +59,10 @@ def _secure(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["Cache-Control"] = "no-store"
 
 
-def create_app(routes: list[Routes]) -> web.Application:
-    """The application with every page's routes and the static files."""
-    app = web.Application(middlewares=[secured, broker_outage])
+def create_app(routes: list[Routes], guards: Sequence[Middleware] = ()) -> web.Application:
+    """The application with every page's routes and the static files; ``guards`` run after
+    the security headers are promised and before a page reads the broker."""
+    app = web.Application(middlewares=[secured, *guards, broker_outage])
     for add in routes:
         add(app)
     app.router.add_static("/static/", STATIC)

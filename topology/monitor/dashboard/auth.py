@@ -1,15 +1,18 @@
-"""Who may act on the dashboard, and proof that a form was sent from the dashboard itself.
+"""Who reads and acts on the dashboard, and proof that a form was sent from the dashboard itself.
 
-Reading needs nothing. Acting needs a token: either a login (the form sets an HttpOnly,
-SameSite=Strict session cookie) or ``Authorization: Bearer <token>`` on the request. A token
-has a role, as the HTTP API's do: ``CRON_DASHBOARD_TOKEN`` is an operator's, and a token of
-``CRON_API_TOKENS`` carries its own role and name. Each action needs the role the one table
-of ``roles.py`` gives it, on the API too: an operator triggers, pauses, resumes, cancels and
+What each role may do is decided in ``warren_cron.ops.access``; this module finds the role
+of who sends a request. With any token configured, reading the pages needs one too (unless
+``CRON_DASHBOARD_ANONYMOUS_READ`` opens them to a viewer's rights): a login (the form sets
+an HttpOnly, SameSite=Strict session cookie, Secure over https, kept only in memory, that
+lasts CRON_DASHBOARD_SESSION_SECONDS) or ``Authorization: Bearer <token>`` on the request.
+A token has a role, as the HTTP API's do: ``CRON_DASHBOARD_TOKEN`` is an operator's, and a
+token of ``CRON_API_TOKENS`` carries its own role and name. Each action needs the role the
+one table gives it, on the API too: an operator triggers, pauses, resumes, cancels and
 replays; purging and creating, editing or archiving runtime schedules need ``admin``. A form
 sent with the cookie must also carry the session's CSRF token and, when the browser says
 where it comes from (``Origin``, ``Sec-Fetch-Site``), come from this very site. Without any
-token configured the dashboard is read-only and refuses every action. Wrong tokens are
-counted per client address and lock it out for a while (``throttle.py``).
+token configured the pages are open and read-only: every action is refused. Wrong tokens
+are counted per client address and lock it out for a while (``throttle.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import hmac
 import math
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -27,11 +31,13 @@ from aiohttp import web
 
 from warren_cron.monitor.api.tokens import Caller
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
-from warren_cron.monitor.roles import Action, Role, needs
+from warren_cron.ops.access import Access, Action, Role, needs
 
 COOKIE = "warren_session"
 #: Sessions kept at once; the oldest is forgotten first (its user logs in again).
 MAX_SESSIONS = 1000
+#: How long a login lasts when not told (CRON_DASHBOARD_SESSION_SECONDS).
+SESSION_SECONDS = 43_200.0
 T = TypeVar("T")
 READ_ONLY = "the dashboard is read-only: set CRON_DASHBOARD_TOKEN on the monitor to allow actions"
 #: The role of ``CRON_DASHBOARD_TOKEN``: the actions the dashboard had before roles.
@@ -69,13 +75,23 @@ class Auth:
     """Sessions of logged-in users, in memory: a restarted monitor asks them to log in again."""
 
     def __init__(
-        self, token: str | None, throttle: LoginThrottle, api: Matcher | None = None
+        self,
+        token: str | None,
+        throttle: LoginThrottle,
+        api: Matcher | None = None,
+        anonymous_read: bool = False,
+        session_seconds: float = SESSION_SECONDS,
     ) -> None:
         self.token = token
         self.throttle = throttle
         self._api = api
+        self.access = Access(
+            tokens=token is not None or api is not None, anonymous_read=anonymous_read
+        )
+        self.session_seconds = session_seconds
         self._key = secrets.token_bytes(32)
-        self._sessions: dict[str, Caller] = {}
+        #: Each session id (random, kept only here) and its user and monotonic end.
+        self._sessions: dict[str, tuple[Caller, float]] = {}
 
     @property
     def read_only(self) -> bool:
@@ -113,7 +129,7 @@ class Auth:
         if caller is None:
             return None
         session = secrets.token_urlsafe(32)
-        self._sessions[session] = caller
+        self._sessions[session] = (caller, time.monotonic() + self.session_seconds)
         if len(self._sessions) > MAX_SESSIONS:
             del self._sessions[next(iter(self._sessions))]
         return session
@@ -128,13 +144,33 @@ class Auth:
         return None if caller is None else caller.name
 
     def session(self, request: web.Request) -> Caller | None:
-        """The logged-in user of the request's session cookie, and their role."""
-        return self._sessions.get(request.cookies.get(COOKIE, ""))
+        """The logged-in user of the request's session cookie, and their role; None for no
+        cookie, an unknown one (forged, or from before a restart) or an expired one."""
+        cookie = request.cookies.get(COOKIE, "")
+        caller, ends = self._sessions.get(cookie, (None, 0.0))
+        if caller is not None and ends <= time.monotonic():
+            del self._sessions[cookie]
+            return None
+        return caller
+
+    def reader(self, request: web.Request) -> Role | None:
+        """The role this request reads the pages with (its session's, its bearer token's, or
+        what the policy gives anyone); None: it must log in first."""
+        caller = self.session(request)
+        bearer = request.headers.get("Authorization", "")
+        if caller is None and bearer.startswith("Bearer ") and not self.read_only:
+            caller = self._caller(bearer.removeprefix("Bearer "), request.remote or "?", "api")
+        return self.access.pages_role(None if caller is None else caller.role)
+
+    def may(self, request: web.Request, action: Action) -> bool:
+        """Whether the request's session may do ``action``: the page shows its button."""
+        caller = self.session(request)
+        return self.access.may(None if caller is None else caller.role, action)
 
     def csrf(self, request: web.Request) -> str:
         """The CSRF token of the request's session (empty without one)."""
         session = request.cookies.get(COOKIE, "")
-        if session not in self._sessions:
+        if self.session(request) is None:
             return ""
         return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
 
@@ -142,7 +178,7 @@ class Auth:
         """Who sends this action, when their role includes the one ``action`` needs; else
         ``Refused`` saying why it may not be done."""
         actor, role = self._sender(request, form), needs(action)
-        if not Caller(actor.name, actor.role).may(role):
+        if not self.access.may(actor.role, action):
             raise Refused(
                 f"{actor.name} is logged in with role {actor.role}; this needs {role}: log in "
                 f"with a token of that role"

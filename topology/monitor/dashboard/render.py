@@ -67,6 +67,7 @@ def render(
         now=utcnow(),
         read_only=auth.read_only,
         user=auth.user(request),
+        may=lambda action: auth.may(request, action),
         csrf=auth.csrf(request),
         note=notes.take(request),
         **context,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from warren_cron.monitor.dashboard.auth import Auth, Refused
 from warren_cron.monitor.dashboard.failed_index import FailedIndex
 from warren_cron.monitor.dashboard.flow import FlowSeen
 from warren_cron.monitor.dashboard.offsets import OffsetIndex
+from warren_cron.monitor.dashboard.pages.login import readers_only
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
 from warren_cron.monitor.dashboard.scans import ScanGate
@@ -76,7 +78,13 @@ class Dashboard:
         )
         self.api = ApiState(settings)
         secret = None if token is None else token.get_secret_value()
-        self.auth = Auth(secret, throttle, self.api.match if self.api.tokens else None)
+        self.auth = Auth(
+            secret,
+            throttle,
+            self.api.match if self.api.tokens else None,
+            anonymous_read=settings.dashboard_anonymous_read,
+            session_seconds=settings.dashboard_session_seconds,
+        )
         self.notes = Notes()
         self.env = environment()
         self.url: str | None = None
@@ -134,7 +142,8 @@ class Dashboard:
         await follower.start(connection)
         await self.api.start(connection)
         self._tasks.append(asyncio.create_task(self.failed.run(connection, self._stop)))
-        self._runner = web.AppRunner(create_app(pages.ROUTES), access_log=None)
+        app = create_app(pages.ROUTES, [readers_only])
+        self._runner = web.AppRunner(app, access_log=None)
         self._runner.app[pages.DASHBOARD] = self
         await self._runner.setup()
         host, port = self.settings.dashboard_host, self.settings.dashboard_port
@@ -144,8 +153,16 @@ class Dashboard:
             await self.stop()  # what started before: the readers would die with the loop
             raise port_taken("CRON_DASHBOARD_PORT", f"{host}:{port}", error) from None
         self.url = f"http://{host}:{port}/"
-        mode = "read-only" if self.auth.read_only else "actions need the token"
+        mode = "open and read-only" if self.auth.read_only else "pages and actions need a token"
+        if self.auth.access.anonymous_read:
+            mode = "pages open to anyone, actions need a token"
         log.info("dashboard serving", url=self.url, mode=mode)
+        if self.auth.read_only and not loopback(host):
+            log.warning(
+                "dashboard open to the network: no token is set (CRON_API_TOKENS), so anyone "
+                "who reaches this address reads every page, failed payloads included",
+                url=self.url,
+            )
 
     def _on_history(self, events: list[Event], offset: int) -> None:
         self.activity.on_events(events, offset)
@@ -172,3 +189,13 @@ class Dashboard:
             await self.api.close()
             if self._history is not None:
                 await self._history.close()
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is reached only from this machine (127.0.0.1, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        return False
