@@ -3,10 +3,12 @@ too far back is named, and a replay that left records behind says where they sta
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.failed_records import run_warren
+from tests.failed_records import ROOT, run_warren
 from tests.helpers import envelope
 from tests.namespace import TestBroker
 from warren_cron.failed.tally import Tally
@@ -66,3 +68,21 @@ def test_the_api_says_where_unmoved_records_stay_as_the_command_does() -> None:
         "replayed 2 of 4 matching record(s); 1 could not be moved and stay in the failed "
         "queue; 1 not seen again after a reconnect; resumed after 1 broker reconnect(s)"
     )
+
+
+def test_the_failed_endpoints_and_pages_import_only_the_operations_not_each_other() -> None:
+    """The API's failed endpoints and the dashboard's failed page are adapters over
+    ``warren_cron.ops.failed``: neither imports the other, and the operations import neither."""
+    modules = {
+        "topology/monitor/api/failed.py": "warren_cron.monitor.dashboard",
+        "topology/monitor/dashboard/pages/failed.py": "warren_cron.monitor.api",
+        "topology/ops/failed.py": "warren_cron.monitor",
+    }
+    for path, forbidden in modules.items():
+        tree = ast.parse((ROOT / path).read_text())
+        imported = [
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        ]
+        assert not [name for name in imported if name.startswith(forbidden)], path
+        if path != "topology/ops/failed.py":
+            assert "warren_cron.ops.failed" in imported, path
