@@ -5,6 +5,7 @@ buttons it may use, and a session ends at log out and cannot be forged."""
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -21,7 +22,8 @@ from tests.api import TOKENS, Api, bearer, served_api
 from tests.dashboard import free_port
 from tests.failed_records import put_failed
 from tests.namespace import TestBroker
-from warren_cron.monitor.dashboard.auth import COOKIE
+from warren_cron.monitor.dashboard.auth import COOKIE, Auth
+from warren_cron.monitor.dashboard.throttle import LoginThrottle
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -209,3 +211,18 @@ async def test_a_dashboard_with_no_token_on_a_network_address_warns_at_start(
         await run_monitor(dashboard_port=free_port())
     warned = [e for e in logs if e["event"].startswith("dashboard open to the network")]
     assert len(warned) == 1 and warned[0]["url"].startswith("http://0.0.0.0:")
+
+
+def test_a_login_reads_nothing_once_its_session_time_is_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CRON_DASHBOARD_SESSION_SECONDS bounds a session: past it the cookie is no login."""
+    auth = Auth("t" * 32, LoginThrottle(5, 60.0), session_seconds=60)
+    session = auth.login("alice", "t" * 32, "127.0.0.1")
+    assert session is not None
+    request = make_mocked_request("GET", "/", headers={"Cookie": f"{COOKIE}={session}"})
+    start = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: start + 59)
+    assert auth.reader(request) == "operator" and auth.csrf(request)
+    monkeypatch.setattr(time, "monotonic", lambda: start + 61)
+    assert auth.reader(request) is None and auth.csrf(request) == ""
