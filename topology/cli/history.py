@@ -12,9 +12,7 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Callable
 from datetime import datetime
-from fnmatch import fnmatchcase
 
 import orjson
 from aio_pika.abc import AbstractConnection
@@ -33,9 +31,8 @@ from warren_cron.cli.history_args import parse_args
 from warren_cron.cli.history_view import runs_table, story
 from warren_cron.errors import SettingsError
 from warren_cron.failed.select import parse_since
-from warren_cron.history.recent import one_run, recent_runs, story_start
-from warren_cron.history.runs import Run
 from warren_cron.names import Names
+from warren_cron.ops.runs import RunFilter, list_runs, run_events
 from warren_cron.runtime.settings import CronSettings, load_settings
 
 
@@ -44,16 +41,6 @@ def since_of(args: argparse.Namespace) -> datetime | None:
     if getattr(args, "limit", 1) < 1:
         raise UsageError("--limit must be at least 1")
     return parse_since(args.since) if args.since else None
-
-
-def wanted(args: argparse.Namespace) -> Callable[[Run], bool]:
-    """The filters of ``list``."""
-
-    def want(run: Run) -> bool:
-        schedule = args.schedule is None or fnmatchcase(run.schedule or "", args.schedule)
-        return schedule and args.outcome in (None, run.outcome)
-
-    return want
 
 
 def terminal_width() -> int | None:
@@ -73,7 +60,8 @@ async def cmd_list(
 ) -> int:
     """Print the newest matching runs as a table or JSON."""
     assert since is not None  # list has a default
-    runs = await recent_runs(connection, stream, wanted(args), args.limit, since)
+    which = RunFilter(schedule=args.schedule, outcome=args.outcome)
+    runs = await list_runs(connection, stream, which, args.limit, since)
     if args.json:
         dump([run.summary() for run in runs])
     else:
@@ -87,8 +75,7 @@ async def cmd_show(
     connection: AbstractConnection, stream: str, args: argparse.Namespace, since: datetime | None
 ) -> int:
     """Print one run and every event of it."""
-    start = story_start(args.run_id, since)
-    run = await one_run(connection, stream, args.run_id, start)
+    run = await run_events(connection, stream, args.run_id, since)
     if run is None:
         print(
             f"warren history: no events for run {args.run_id!r} (history keeps "

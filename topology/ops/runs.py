@@ -62,11 +62,20 @@ class RunFilter:
         return self.state is None or status_of(run.run_id, run, utcnow()).state == self.state
 
 
+async def run_events(
+    connection: AbstractConnection, stream: str, run_id: str, since: datetime | None = None
+) -> Run | None:
+    """Every event of ``run_id`` from ``since``, else from shortly before the time its id
+    names, else from the stream's start; None if it has none (unbounded: the command's and
+    the client's read)."""
+    return await one_run(connection, stream, run_id, story_start(run_id, since))
+
+
 async def run_status(
     connection: AbstractConnection, stream: str, run_id: str, due: datetime | None = None
 ) -> RunStatus:
     """Where ``run_id`` stands now, from its events in ``stream`` (show)."""
-    run = await one_run(connection, stream, run_id, story_start(run_id, None))
+    run = await run_events(connection, stream, run_id)
     return status_of(run_id, run, utcnow(), due)
 
 
