@@ -30,13 +30,18 @@ from warren_cron.errors import ScheduleError, ScheduleNotFound, SettingsError
 from warren_cron.history.events import who
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.names import Names
+from warren_cron.ops.schedule_actions import (
+    live_schedule,
+    pause_schedule,
+    resume_schedule,
+    trigger_schedule,
+)
 from warren_cron.ops.schedules import every_schedule
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.schedules import commands
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.control import Pause, read_pauses
 from warren_cron.schedules.load import ScheduleSet, configured_schedules
-from warren_cron.schedules.schedule import Schedule, build_schedule
+from warren_cron.schedules.schedule import Schedule
 
 #: An unknown name is answered with at most this many known ones.
 NAMES_SHOWN = 50
@@ -58,7 +63,7 @@ class Context:
             return schedule
         admin = await store.started(self.settings, connection)
         try:
-            return build_schedule(await admin.live_spec(name), self.settings)
+            return await live_schedule(name, {}, admin, self.settings)
         except ScheduleNotFound:
             raise UsageError(
                 f"no schedule {name!r} in {self.schedules.source} nor a live runtime one "
@@ -98,8 +103,8 @@ async def cmd_trigger(context: Context, args: argparse.Namespace) -> int:
     """Publish one run of the schedule now, with its envelope and plan."""
     async with context.broker() as (connection, history):
         schedule = await context.resolve(args.name, connection)
-        run_id = await commands.trigger(connection, context.settings, schedule, history, who())
-    print(run_id)
+        run = await trigger_schedule(connection, context.settings, schedule, history, who())
+    print(run.run_id)
     return EXIT_OK
 
 
@@ -107,11 +112,11 @@ async def cmd_pause(context: Context, args: argparse.Namespace) -> int:
     """Pause the schedule, unless it is paused already."""
     async with context.broker() as (connection, history):
         name = (await context.resolve(args.name, connection)).name
-        already = await commands.pause(
+        paused = await pause_schedule(
             connection, context.names, name, history, who(), args.reason.strip()
         )
-    if already is not None:
-        print(f"{name} is already paused: {describe(already)}; nothing sent")
+    if paused.already is not None:
+        print(f"{name} is already paused: {describe(paused.already)}; nothing sent")
     else:
         print(f"paused {name}: its fires are skipped until it is resumed")
     return EXIT_OK
@@ -121,10 +126,10 @@ async def cmd_resume(context: Context, args: argparse.Namespace) -> int:
     """Resume the schedule, unless it is not paused."""
     async with context.broker() as (connection, history):
         schedule = await context.resolve(args.name, connection)
-        resumed = await commands.resume(
+        resumed = await resume_schedule(
             connection, context.names, schedule.name, history, who(), catch_up=args.catch_up
         )
-    if not resumed:
+    if not resumed.changed:
         print(f"{schedule.name} is not paused; nothing sent")
         return EXIT_OK
     missed = f"published under catch_up = {schedule.spec.catch_up}" if args.catch_up else "not run"

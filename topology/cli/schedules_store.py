@@ -22,6 +22,7 @@ from warren_cron.cli.common import EXIT_OK, EXIT_USAGE, UsageError
 from warren_cron.clock import utcnow
 from warren_cron.errors import StoreError
 from warren_cron.history.events import who
+from warren_cron.ops import schedule_writes as writes
 from warren_cron.ops.schedules import one_schedule
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import read_pauses
@@ -85,21 +86,22 @@ async def cmd_create(context: Context, args: argparse.Namespace) -> int:
     """Create a runtime schedule."""
     fields = read_table(args.file)
     async with opened(context) as admin:
-        return _done("created", await _try(admin.create(fields, who(), args.reason)))
+        created = writes.create_schedule(admin, fields, who(), args.reason)
+        return _done("created", await _try(created))
 
 
 async def cmd_update(context: Context, args: argparse.Namespace) -> int:
     """Change fields of a runtime schedule."""
     changes = read_table(args.file)
     async with opened(context) as admin:
-        change = admin.update(args.name, changes, args.version, who(), args.reason)
+        change = writes.update_schedule(admin, args.name, changes, args.version, who(), args.reason)
         return _done("updated", await _try(change))
 
 
 async def cmd_archive(context: Context, args: argparse.Namespace) -> int:
     """Archive a runtime schedule."""
     async with opened(context) as admin:
-        change = admin.archive(args.name, args.version, who(), args.reason)
+        change = writes.archive_schedule(admin, args.name, args.version, who(), args.reason)
         return _done("archived", await _try(change))
 
 

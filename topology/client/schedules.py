@@ -22,6 +22,7 @@ from aio_pika.abc import AbstractRobustConnection
 
 from warren_cron.errors import StoreError, broker_failures
 from warren_cron.history.events import who
+from warren_cron.ops import schedule_writes as writes
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.edits import SpecLike
@@ -70,7 +71,7 @@ class ScheduleMethods:
         use (by the schedules file, or a live runtime schedule)."""
         with broker_failures("create_schedule"):
             admin = await self._schedules()
-            return await admin.create(spec, by or who(), reason)
+            return await writes.create_schedule(admin, spec, by or who(), reason)
 
     async def create_schedules(
         self, specs: Iterable[SpecLike], *, by: str | None = None, reason: str | None = None
@@ -86,7 +87,7 @@ class ScheduleMethods:
         ``Unconfirmed`` (get it to know)."""
         with broker_failures("create_schedules"):
             admin = await self._schedules()
-            return await admin.create_many(specs, by or who(), reason)
+            return await writes.create_schedules(admin, specs, by or who(), reason)
 
     async def update_schedule(
         self,
@@ -101,7 +102,7 @@ class ScheduleMethods:
         read; ``VersionConflict`` when another change came first."""
         with broker_failures("update_schedule"):
             admin = await self._schedules()
-            return await admin.update(name, changes, version, by or who(), reason)
+            return await writes.update_schedule(admin, name, changes, version, by or who(), reason)
 
     async def archive_schedule(
         self,
@@ -114,7 +115,7 @@ class ScheduleMethods:
         """Stop ``name`` for good, keeping its history (given ``version``: only if current)."""
         with broker_failures("archive_schedule"):
             admin = await self._schedules()
-            return await admin.archive(name, version, by or who(), reason)
+            return await writes.archive_schedule(admin, name, version, by or who(), reason)
 
     async def get_schedule(self, name: str) -> StoredSchedule:
         """``name``'s spec, version, status and history; ``ScheduleNotFound`` if none."""

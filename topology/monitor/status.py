@@ -53,7 +53,7 @@ class StatusKeeper:
         #: Folds written so far: a test or a probe sees the keeper advance.
         self.saved = 0
         #: Set on each pause or resume followed: the dashboard waits on it after its own.
-        self.control_changed = asyncio.Event()
+        self.pauses_changed = asyncio.Event()
         self._known = list(known)
         #: What ``cron_history_events_lost_total`` counts so far, by process kind.
         self._lost_exported: dict[str, int] = {}
@@ -122,7 +122,7 @@ class StatusKeeper:
             if event.type == "resumed" and event.schedule is not None:
                 self.resumed[event.schedule] = event.at
         self.changed = True
-        self.control_changed.set()
+        self.pauses_changed.set()
 
     def _gauges(self) -> None:
         for name in {*self._known, *self.fold.schedules, *self.pauses}:

@@ -1,11 +1,11 @@
 """``/api/v1/schedules``: list, get, create, update, archive; pause, resume and trigger, for
 the file's schedules and runtime ones alike.
 
-Reads and changes go through the same code as ``warren schedules`` (the store's
-``ScheduleAdmin``, ``topology/schedules/commands.py``). Reads answer from the store as the
-monitor follows it live: a client polling them writes nothing to the log, and a change made
-elsewhere shows within moments. Every write is audited to the history stream with the
-token's name as ``by``.
+Reads and changes are the operations ``warren schedules`` and the dashboard call
+(``warren_cron.ops.schedules``, ``schedule_writes``, ``schedule_actions``). Reads answer
+from the store as the monitor follows it live: a client polling them writes nothing to the
+log, and a change made elsewhere shows within moments. Every write is audited to the
+history stream with the token's name as ``by``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any
 
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleNotFound
-from warren_cron.history.events import event
-from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor.api.models import (
     ArchiveQuery,
     CreateBody,
@@ -29,9 +27,10 @@ from warren_cron.monitor.api.models import (
 )
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
-from warren_cron.monitor.dashboard.pages.schedules import followed
+from warren_cron.ops import schedule_actions as actions
+from warren_cron.ops import schedule_writes as writes
 from warren_cron.ops.schedules import every_schedule, one_schedule
-from warren_cron.schedules import commands
+from warren_cron.schedules.commands import describe
 from warren_cron.schedules.schedule import Schedule as Resolved
 from warren_cron.store.listing import runtime_row
 from warren_cron.store.masking import shown_spec
@@ -64,98 +63,83 @@ async def get_schedule(call: Call) -> Schedule:
 async def create_schedule(call: Call) -> Schedule:
     """Create a runtime schedule, or again one that was archived."""
     body = call.body_as(CreateBody)
-    return _audited(call, await call.dashboard.api.admin.create(body.spec, call.by, body.reason))
+    admin, history = call.dashboard.api.admin, call.dashboard.history
+    created = await writes.create_schedule(admin, body.spec, call.by, body.reason, audit_to=history)
+    return _detail(call, created)
 
 
 async def update_schedule(call: Call) -> Schedule:
     """Change fields of a runtime schedule, from the version read."""
     body = call.body_as(UpdateBody)
-    admin = call.dashboard.api.admin
-    changed = await admin.update(call.name, body.changes, body.version, call.by, body.reason)
-    return _audited(call, changed)
+    admin, history = call.dashboard.api.admin, call.dashboard.history
+    changed = await writes.update_schedule(
+        admin, call.name, body.changes, body.version, call.by, body.reason, audit_to=history
+    )
+    return _detail(call, changed)
 
 
 async def archive_schedule(call: Call) -> Schedule:
     """Archive a runtime schedule: it stops for good, its history stays."""
     query = call.query_as(ArchiveQuery)
-    admin = call.dashboard.api.admin
-    return _audited(call, await admin.archive(call.name, query.version, call.by, query.reason))
+    admin, history = call.dashboard.api.admin, call.dashboard.history
+    archived = await writes.archive_schedule(
+        admin, call.name, query.version, call.by, query.reason, audit_to=history
+    )
+    return _detail(call, archived)
 
 
 async def pause_schedule(call: Call) -> Done:
     """Pause a schedule: its fires are skipped until it is resumed."""
-    dashboard, schedule = call.dashboard, await _live(call)
+    d, schedule = call.dashboard, await _live(call)
     reason = call.body_as(PauseBody).reason
-    already = await commands.pause(
-        dashboard.connection, dashboard.names, schedule.name, dashboard.history, call.by, reason
+    views = actions.views_of(d.keeper, d.api.store)
+    paused = await actions.pause_schedule(
+        d.connection, d.names, schedule.name, d.history, call.by, reason, views=views
     )
-    if already is not None:
-        return Done(
-            name=schedule.name,
-            changed=False,
-            message="paused already " + commands.describe(already),
-        )
-    await followed(dashboard, schedule.name, paused=True)
+    if paused.already is not None:
+        message = "paused already " + describe(paused.already)
+        return Done(name=schedule.name, changed=False, message=message)
     return Done(name=schedule.name, changed=True, message="paused: fires are skipped")
 
 
 async def resume_schedule(call: Call) -> Done:
     """Resume a schedule (the fires missed while paused under its catch_up policy if asked)."""
-    dashboard, schedule = call.dashboard, await _live(call)
+    d, schedule = call.dashboard, await _live(call)
     body = call.body_as(ResumeBody)
-    resumed = await commands.resume(
-        dashboard.connection,
-        dashboard.names,
+    resumed = await actions.resume_schedule(
+        d.connection,
+        d.names,
         schedule.name,
-        dashboard.history,
+        d.history,
         call.by,
         catch_up=body.catch_up,
         reason=body.reason,
+        views=actions.views_of(d.keeper, d.api.store),
     )
-    if not resumed:
+    if not resumed.changed:
         return Done(name=schedule.name, changed=False, message="not paused: nothing sent")
-    await followed(dashboard, schedule.name, paused=False)
     missed = "published under its catch_up policy" if body.catch_up else "not run"
     return Done(name=schedule.name, changed=True, message=f"resumed: missed fires {missed}")
 
 
 async def trigger_schedule(call: Call) -> Done:
     """Publish one run of a schedule now, paused or not."""
-    dashboard, schedule = call.dashboard, await _live(call)
+    d, schedule = call.dashboard, await _live(call)
     reason = call.body_as(TriggerBody).reason
-    run_id = await commands.trigger(
-        dashboard.connection, dashboard.settings, schedule, dashboard.history, call.by, reason
+    run = await actions.trigger_schedule(
+        d.connection, d.settings, schedule, d.history, call.by, reason
     )
-    return Done(name=schedule.name, changed=True, message="triggered", run_id=run_id)
+    return Done(name=schedule.name, changed=True, message="triggered", run_id=run.run_id)
 
 
 async def _live(call: Call) -> Resolved:
     """The file's schedule of that name, else the live runtime one (404 when archived)."""
-    return await call.dashboard.live_schedule(call.name)
+    d = call.dashboard
+    return await actions.live_schedule(call.name, d.by_name, d.api.store, d.settings)
 
 
 def _unknown(name: str) -> ApiError:
     return ApiError(404, "not_found", f"no schedule {name!r}: GET /api/v1/schedules lists them")
-
-
-def _audited(call: Call, stored: StoredSchedule) -> Schedule:
-    audit(call.dashboard.history, stored, call.by)
-    return _detail(call, stored)
-
-
-def audit(history: HistoryPublisher, stored: StoredSchedule, by: str) -> None:
-    """Record the schedule's last change in the history stream, as made by ``by``."""
-    change = stored.history[-1]
-    history.emit(
-        event(
-            "changed",
-            schedule=stored.name,
-            by=by,
-            change=change["kind"],
-            version=stored.version,
-            reason=change.get("reason"),
-        )
-    )
 
 
 def _detail(call: Call, stored: StoredSchedule) -> Schedule:

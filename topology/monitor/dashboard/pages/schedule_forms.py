@@ -23,11 +23,11 @@ from warren_cron.errors import (
     StoreError,
     VersionConflict,
 )
-from warren_cron.monitor.api.schedules import audit
 from warren_cron.monitor.dashboard.auth import Actor, Refused
 from warren_cron.monitor.dashboard.pages.common import dashboard_of, log
 from warren_cron.monitor.dashboard.spec_form import FLAGS, created, form_fields, form_values
 from warren_cron.monitor.roles import Action
+from warren_cron.ops import schedule_writes as writes
 from warren_cron.store.masking import shown_spec
 from warren_cron.store.stored import StoredSchedule
 
@@ -68,7 +68,10 @@ async def create(request: web.Request) -> web.StreamResponse:
         fields, problems = form_fields(form)
         if problems:
             raise InvalidSchedule(str(fields.get("name") or "?"), problems)
-        return await dashboard_of(request).api.admin.create(created(fields), actor.by, why)
+        dashboard = dashboard_of(request)
+        return await writes.create_schedule(
+            dashboard.api.admin, created(fields), actor.by, why, audit_to=dashboard.history
+        )
 
     return await _written(request, None, "create", write)
 
@@ -82,8 +85,16 @@ async def edit(request: web.Request) -> web.StreamResponse:
         if problems:
             raise InvalidSchedule(name, problems)
         fields.pop("name", None)  # a schedule is not renamed: the URL names it
-        admin = dashboard_of(request).api.admin
-        return await admin.update(name, fields, _version(form), actor.by, why)
+        dashboard = dashboard_of(request)
+        return await writes.update_schedule(
+            dashboard.api.admin,
+            name,
+            fields,
+            _version(form),
+            actor.by,
+            why,
+            audit_to=dashboard.history,
+        )
 
     return await _written(request, name, "update", write)
 
@@ -93,7 +104,10 @@ async def archive(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
 
     async def write(actor: Actor, form: Mapping[str, str], why: str | None) -> StoredSchedule:
-        return await dashboard_of(request).api.admin.archive(name, _version(form), actor.by, why)
+        dashboard = dashboard_of(request)
+        return await writes.archive_schedule(
+            dashboard.api.admin, name, _version(form), actor.by, why, audit_to=dashboard.history
+        )
 
     return await _written(request, name, "archive", write)
 
@@ -118,7 +132,6 @@ async def _written(
         if name is not None and "task" not in form:  # the archive form: show the schedule
             return await _refused_archive(request, name, error)
         return _refused_write(request, name, form, error)
-    audit(dashboard.history, stored, actor.by)
     log.info("dashboard schedule change", schedule=stored.name, by=actor.by, version=stored.version)
     dashboard.notes.leave(
         request, f"{DONE[action]} {stored.name}: version {stored.version}, {stored.status}"

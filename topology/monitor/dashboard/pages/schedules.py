@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -16,9 +14,16 @@ from warren_cron.errors import ScheduleNotFound
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
+from warren_cron.ops.schedule_actions import (
+    live_schedule,
+    pause_schedule,
+    resume_schedule,
+    trigger_schedule,
+    views_of,
+)
 from warren_cron.ops.schedules import one_schedule
 from warren_cron.ops.schedules import status_rows as listed_status
-from warren_cron.schedules import commands
+from warren_cron.schedules.commands import describe
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.status import status_rows
 from warren_cron.store.listing import listed, runtime_row
@@ -26,11 +31,6 @@ from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:
     from warren_cron.monitor.dashboard.service import Dashboard
-    from warren_cron.schedules.control import Pause
-
-#: How long an action waits for the monitor to follow its own pause or resume, so that the
-#: page after it shows the change (the control stream is followed live, within a second).
-FOLLOW_SECONDS = 3.0
 
 
 async def schedules_page(request: web.Request) -> web.StreamResponse:
@@ -94,39 +94,11 @@ async def _schedule(dashboard: Dashboard, name: str) -> Schedule:
     """The file's schedule ``name``, else the live runtime one; 404 for neither. Called once
     the action's sender is authorized: a runtime one is read from the store."""
     try:
-        return await dashboard.live_schedule(name)
+        return await live_schedule(name, dashboard.by_name, dashboard.api.store, dashboard.settings)
     except ScheduleNotFound:
         raise web.HTTPNotFound(
             text=f"no schedule {name!r}: neither in CRON_SCHEDULES_FILE nor a live runtime schedule"
         ) from None
-
-
-async def followed(dashboard: Dashboard, name: str, *, paused: bool) -> None:
-    """Wait (a few seconds at most) until the monitor followed its own pause or resume of
-    schedule ``name``, in each of its views: the status's, and the store's when it has one
-    (each follows the control stream on its own; a GET of a runtime schedule reads the
-    store's)."""
-    views: list[tuple[asyncio.Event, Callable[[], Mapping[str, Pause]]]] = [
-        (dashboard.keeper.control_changed, lambda: dashboard.keeper.pauses)
-    ]
-    if dashboard.api.has_store:
-        admin = dashboard.api.admin
-        views.append((admin.pauses_changed, lambda: admin.pauses))
-    deadline = time.monotonic() + FOLLOW_SECONDS
-    while time.monotonic() < deadline:
-        for changed, _ in views:
-            changed.clear()
-        if all((name in pauses()) == paused for _, pauses in views):
-            return
-        await _any_set([changed for changed, _ in views], deadline - time.monotonic())
-
-
-async def _any_set(events: list[asyncio.Event], seconds: float) -> None:
-    """Until one of ``events`` is set, or ``seconds`` passed."""
-    waits = [asyncio.ensure_future(event.wait()) for event in events]
-    _, pending = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    for wait in pending:
-        wait.cancel()
 
 
 async def trigger(request: web.Request) -> web.StreamResponse:
@@ -135,10 +107,10 @@ async def trigger(request: web.Request) -> web.StreamResponse:
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
         schedule = await _schedule(dashboard, name)
-        run_id = await commands.trigger(
+        run = await trigger_schedule(
             dashboard.connection, dashboard.settings, schedule, dashboard.history, actor.by, reason
         )
-        return f"triggered {schedule.name}: run {run_id}"
+        return f"triggered {schedule.name}: run {run.run_id}"
 
     return await act(request, "trigger", perform, "/schedules")
 
@@ -149,17 +121,17 @@ async def pause(request: web.Request) -> web.StreamResponse:
 
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
         schedule = await _schedule(dashboard, name)
-        already = await commands.pause(
+        paused = await pause_schedule(
             dashboard.connection,
             dashboard.names,
             schedule.name,
             dashboard.history,
             actor.by,
             reason,
+            views=views_of(dashboard.keeper, dashboard.api.store),
         )
-        if already is not None:
-            return f"{schedule.name} was paused already: {commands.describe(already)}"
-        await followed(dashboard, schedule.name, paused=True)
+        if paused.already is not None:
+            return f"{schedule.name} was paused already: {describe(paused.already)}"
         return f"paused {schedule.name}: its fires are skipped until it is resumed"
 
     return await act(request, "pause", perform, "/schedules")
@@ -172,7 +144,7 @@ async def resume(request: web.Request) -> web.StreamResponse:
     async def perform(actor: Actor, form: Mapping[str, str], reason: str) -> str:
         schedule = await _schedule(dashboard, name)
         catch_up = form.get("catch_up") == "on"
-        resumed = await commands.resume(
+        resumed = await resume_schedule(
             dashboard.connection,
             dashboard.names,
             schedule.name,
@@ -180,10 +152,10 @@ async def resume(request: web.Request) -> web.StreamResponse:
             actor.by,
             catch_up=catch_up,
             reason=reason,
+            views=views_of(dashboard.keeper, dashboard.api.store),
         )
-        if not resumed:
+        if not resumed.changed:
             return f"{schedule.name} was not paused: nothing sent"
-        await followed(dashboard, schedule.name, paused=False)
         missed = "published under its catch_up policy" if catch_up else "not run"
         return f"resumed {schedule.name}: fires missed while paused are {missed}"
 
