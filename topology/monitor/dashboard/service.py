@@ -34,12 +34,12 @@ from warren_cron.monitor.dashboard.offsets import OffsetIndex
 from warren_cron.monitor.dashboard.pages.login import readers_only
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
-from warren_cron.monitor.dashboard.scans import ScanGate
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
 from warren_cron.monitor.liveness import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
+from warren_cron.ops.scans import ScanGate
 from warren_cron.runtime.service import port_taken
 from warren_cron.schedules.schedule import Schedule, build_schedule
 
