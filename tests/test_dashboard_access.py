@@ -148,11 +148,12 @@ async def test_anonymous_reading_opens_every_page_with_a_viewers_rights_and_no_m
 async def test_a_viewer_reads_without_write_buttons_and_an_operator_sees_pause_and_replay(
     site: Start, page: Page
 ) -> None:
-    """A viewer's login reads every page, shows no button that changes anything, and its
-    form (with the session's CSRF token) is refused for its role; an operator sees pause,
-    trigger and replay, and no purge, which needs an admin."""
+    """A viewer's login (its name and role in the header) reads every page, shows no button
+    that changes anything, and its form (with the session's CSRF token) is refused for its
+    role; an operator sees pause, trigger and replay, and no purge, which needs an admin."""
     served = await site()
     await log_in(page, served, "viewer")
+    await page.locator("header .who").get_by_text("grafana · viewer").wait_for()
     for path in served.pages():
         answer = await page.goto(served.url + path)
         assert answer is not None and answer.status == 200, path

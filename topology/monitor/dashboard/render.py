@@ -62,11 +62,13 @@ def render(
     **context: Any,
 ) -> web.Response:
     """The page ``name`` with ``context`` and what every page shows (user, note, CSRF)."""
+    session = auth.session(request)
     page = env.get_template(name).render(
         path=request.path,
         now=utcnow(),
         read_only=auth.read_only,
-        user=auth.user(request),
+        user=None if session is None else session.name,
+        role=None if session is None else session.role,
         may=lambda action: auth.may(request, action),
         csrf=auth.csrf(request),
         note=notes.take(request),
