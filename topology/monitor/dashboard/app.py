@@ -12,7 +12,9 @@ from aiohttp.typedefs import Middleware
 from warren_cron.errors import BROKER_TROUBLE
 
 log = structlog.get_logger("dashboard")
-STATIC = Path(__file__).parent / "static"
+#: Resolved: an editable install links each file into a tree of its own, and the static
+#: route serves no link (it would leave the folder), so the pages came unstyled there.
+STATIC = Path(__file__).resolve().parent / "static"
 #: No inline script or style, nothing from elsewhere, never inside another site's frame.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
