@@ -9,7 +9,7 @@ the command's and the client's are not, as ``warren history`` reads what it is a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
@@ -32,6 +32,13 @@ from warren_cron.history.recent import (
     timeless_run,
 )
 from warren_cron.history.runs import Run, run_time
+from warren_cron.names import Names
+
+#: A read of the stream within a budget, as the monitor's gate takes it.
+Read = Callable[[Budget], Coroutine[object, object, Run | None]]
+#: Runs a read through the monitor's gate (``ops/scans.py``); each surface tells a refusal
+#: its own way.
+Scan = Callable[[Read], Awaitable[tuple[Run | None, Budget]]]
 
 
 class KeptRuns(Protocol):
@@ -42,6 +49,45 @@ class KeptRuns(Protocol):
 
     def newest(self, want: Callable[[Run], bool], limit: int) -> list[Run]:
         """The ``limit`` newest kept runs that ``want`` accepts."""
+
+
+class Retention(Protocol):
+    """How long the history keeps its events."""
+
+    @property
+    def history_max_age_seconds(self) -> int:
+        """Seconds the history stream keeps an event."""
+
+
+class Offsets(Protocol):
+    """A monitor's index of where each minute begins in the history stream."""
+
+    def offset_at(self, moment: datetime) -> int | None:
+        """An offset at or before every event of ``moment`` or later; None if unknown."""
+
+
+class FollowedHistory(Protocol):
+    """What a monitor keeps of the history it follows, and what it reads the rest with."""
+
+    @property
+    def recent(self) -> KeptRuns:
+        """The runs it keeps."""
+
+    @property
+    def offsets(self) -> Offsets:
+        """Where each minute begins in the stream."""
+
+    @property
+    def connection(self) -> AbstractConnection:
+        """Its broker connection."""
+
+    @property
+    def names(self) -> Names:
+        """Its namespace's names."""
+
+    @property
+    def settings(self) -> Retention:
+        """Its settings (the history's retention)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +170,24 @@ async def run_story(
         return await timeless_run(connection, stream, run_id, utcnow() - kept_for, budget)
     start = story_start(run_id, None) if locate is None else story_start(run_id, None, locate)
     return await one_run(connection, stream, run_id, start, budget)
+
+
+async def shown_run(
+    history: FollowedHistory, run_id: str, scan: Scan
+) -> tuple[Run | None, Budget | None]:
+    """One run as a monitor shows it: from memory when it keeps the run's whole story (no
+    read: no budget), else its story read from the stream through ``scan``."""
+    run = history.recent.whole(run_id)
+    if run is not None:
+        return run, None
+    kept_for = timedelta(seconds=history.settings.history_max_age_seconds)
+    connection, stream = history.connection, history.names.history_stream
+    locate = history.offsets.offset_at
+
+    async def read(budget: Budget) -> Run | None:
+        return await run_story(connection, stream, run_id, budget, kept_for, locate)
+
+    return await scan(read)
 
 
 async def list_runs(

@@ -33,7 +33,7 @@ from warren_cron.monitor.api.run_models import (
     RunsQuery,
 )
 from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, scanned
-from warren_cron.ops.runs import RunFilter, run_story
+from warren_cron.ops.runs import RunFilter, shown_run
 from warren_cron.ops.runs import list_runs as runs_since
 
 #: The longest run id looked up: longer ones are no run id warren makes.
@@ -130,21 +130,8 @@ async def _tried(
 async def _status(call: Call, run_id: str) -> Status:
     """Where the run stands, from the runs kept in memory (no read: no budget), else from its
     story in the stream, read within the monitor's bound."""
-    dashboard = call.dashboard
-    run = dashboard.recent.whole(run_id)
-    budget = None
-    if run is None:  # not kept, or kept without its start: its story from the stream
-        run, budget = await scanned(call, lambda budget: _story(call, run_id, budget))
+    run, budget = await shown_run(call.dashboard, run_id, lambda read: scanned(call, read))
     return (None if run is None else status_of(run_id, run, utcnow())), budget
-
-
-async def _story(call: Call, run_id: str, budget: Budget) -> Folded | None:
-    """The run's story from the stream, from the offset the monitor's index gives."""
-    dashboard = call.dashboard
-    kept_for = timedelta(seconds=dashboard.settings.history_max_age_seconds)
-    connection, stream = dashboard.connection, dashboard.names.history_stream
-    locate = dashboard.offsets.offset_at
-    return await run_story(connection, stream, run_id, budget, kept_for, locate)
 
 
 async def enqueue_run(call: Call) -> Enqueued:

@@ -4,8 +4,6 @@ them; ``/runs/<id>``: one run's story."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
@@ -18,18 +16,15 @@ from warren_cron.history.timeline import seconds_text, steps
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
 from warren_cron.monitor.dashboard.recent import NOTABLE, PER_SCHEDULE
-from warren_cron.ops.runs import RunFilter, kept_runs, run_story
+from warren_cron.ops.runs import Read, RunFilter, kept_runs, shown_run
 from warren_cron.ops.runs_cancel import ChannelAccess
 from warren_cron.ops.runs_cancel import cancel as cancel_one
 from warren_cron.ops.scans import ScanRefused
 
-if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
-
 #: Runs listed at most.
 LIMIT = 100
 #: A run read from the stream (None: no event of it), and the read's budget.
-Scan = tuple[Run | None, Budget]
+Scanned = tuple[Run | None, Budget]
 
 
 async def runs_page(request: web.Request) -> web.StreamResponse:
@@ -57,9 +52,7 @@ async def run_page(request: web.Request) -> web.StreamResponse:
     """Every event of one run as a timeline, and its failed record if it has one."""
     dashboard = dashboard_of(request)
     run_id = request.match_info["run_id"]
-    run, budget = dashboard.recent.whole(run_id), None
-    if run is None:  # not kept, or kept without its start: its story from the stream
-        run, budget = await _scanned(request, dashboard, run_id)
+    run, budget = await shown_run(dashboard, run_id, lambda read: _scanned(request, read))
     records = dashboard.failed.select(RecordFilter(run_id=exact(run_id)))
     status = 200 if run is not None or records else 404
     return dashboard.page(
@@ -78,17 +71,11 @@ async def run_page(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def _scanned(request: web.Request, dashboard: Dashboard, run_id: str) -> Scan:
+async def _scanned(request: web.Request, read: Read) -> Scanned:
     """The run's story read from the stream within the monitor's bound; 429 or 503 when the
     read is refused."""
-    kept_for = timedelta(seconds=dashboard.settings.history_max_age_seconds)
-    connection, stream = dashboard.connection, dashboard.names.history_stream
-    locate = dashboard.offsets.offset_at
     try:
-        return await dashboard.scans.scan(
-            request,
-            lambda budget: run_story(connection, stream, run_id, budget, kept_for, locate),
-        )
+        return await dashboard_of(request).scans.scan(request, read)
     except ScanRefused as refused:
         page = web.HTTPTooManyRequests if refused.busy else web.HTTPServiceUnavailable
         headers = {"Retry-After": str(refused.retry_after)}
