@@ -14,18 +14,22 @@ import pytest
 from tests.namespace import TestBroker
 from tests.pausing import wait_events
 from warren_cron.clock import utcnow
+from warren_cron.errors import NameTaken
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.ops import schedule_actions as actions
+from warren_cron.ops import schedule_apply as apply_ops
 from warren_cron.ops import schedule_writes as writes
 from warren_cron.schedules.control import Pause
+from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.admin import ScheduleAdmin
+from warren_cron.store.apply import Options
 
 TOPOLOGY = Path(__file__).resolve().parent.parent / "topology"
 API = TOPOLOGY / "monitor" / "api" / "schedules.py"
 PAGES = [
     TOPOLOGY / "monitor" / "dashboard" / "pages" / n for n in ("schedules.py", "schedule_forms.py")
 ]
-OPS = [TOPOLOGY / "ops" / "schedule_actions.py", TOPOLOGY / "ops" / "schedule_writes.py"]
+OPS = sorted((TOPOLOGY / "ops").glob("schedule*.py"))
 
 
 def imported(path: Path) -> set[str]:
@@ -49,6 +53,7 @@ def test_the_api_and_the_pages_of_schedules_do_not_import_each_other() -> None:
 def test_the_schedule_operations_know_no_surface() -> None:
     """No web server, template, command line or adapter module below the surfaces."""
     banned = ("aiohttp", "jinja2", "argparse", "warren_cron.monitor", "warren_cron.cli")
+    assert len(OPS) >= 5
     for path in OPS:
         assert not {m for m in imported(path) if m.startswith(banned)}, path
 
@@ -139,3 +144,19 @@ async def test_a_write_is_told_to_the_history_only_when_asked(
         archived.version,
     )
     assert [item["kind"] for item in archived.history] == ["create", "archive"]
+
+
+async def test_an_apply_cut_short_by_another_writer_says_how_far_it_got(
+    monitored: tuple[ScheduleAdmin, HistoryPublisher],
+) -> None:
+    """A change written by someone else between the plan and its step stops the apply
+    there: the changes before it stay, and the error counts them."""
+    admin, _ = monitored
+    specs = [ScheduleSpec(name=name, every="1h", task="noop") for name in ("a-first", "b-next")]
+    plan = await apply_ops.planned_apply(admin, specs, Options("deploy.toml", frozenset()))
+    await writes.create_schedule(admin, {"name": "b-next", "every": "2h", "task": "noop"}, "bob")
+    with pytest.raises(apply_ops.ApplyCut) as cut:
+        await apply_ops.apply_plan(admin, plan, "deploy.toml", "ci", "apply deploy.toml")
+    assert (cut.value.written, cut.value.total) == (1, 2)
+    assert isinstance(cut.value.error, NameTaken)
+    assert (await admin.get("a-first")).manager == "deploy.toml"

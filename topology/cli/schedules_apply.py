@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, UsageError
 from warren_cron.cli.schedules_store import opened
-from warren_cron.errors import ScheduleError, StoreError
+from warren_cron.errors import ScheduleError
 from warren_cron.history.events import who
+from warren_cron.ops.schedule_apply import ApplyCut, apply_plan, planned_apply
 from warren_cron.schedules.load import load_schedules
 from warren_cron.store.admin import ScheduleAdmin
-from warren_cron.store.apply import Options, Plan, Step, plan_apply
+from warren_cron.store.apply import Options, Plan, Step
 
 if TYPE_CHECKING:
     from warren_cron.cli.schedules import Context
@@ -47,7 +48,7 @@ async def cmd_apply(context: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"{error}; nothing applied") from None
     chosen = options(context, args)
     async with opened(context) as admin:
-        plan = plan_apply(specs, await admin.entries(), chosen)
+        plan = await planned_apply(admin, specs, chosen)
         _show(plan)
         if plan.conflicts:
             return EXIT_USAGE
@@ -66,18 +67,15 @@ def _show(plan: Plan) -> None:
 
 
 async def _write(admin: ScheduleAdmin, plan: Plan, manager: str, reason: str) -> int:
-    done = 0
-    for step in plan.changes():
-        try:
-            await admin.apply_step(step, manager, who(), reason)
-        except StoreError as error:
-            # Another writer between the plan and this change: what was written stays.
-            print(
-                f"warren schedules: error: {error}; {done} of {len(plan.changes())} changes "
-                "applied: run apply again",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        done += 1
-    print(f"applied {done} change(s); {len(plan.steps) - done} schedule(s) unchanged")
+    try:
+        applied = await apply_plan(admin, plan, manager, who(), reason)
+    except ApplyCut as cut:
+        # Another writer between the plan and this change: what was written stays.
+        print(
+            f"warren schedules: error: {cut.error}; {cut.written} of {cut.total} changes "
+            "applied: run apply again",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(f"applied {applied.written} change(s); {applied.unchanged} schedule(s) unchanged")
     return EXIT_OK

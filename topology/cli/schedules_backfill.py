@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING
 from warren_cron.cli.common import EXIT_OK, EXIT_PARTIAL, UsageError
 from warren_cron.cli.schedules_store import started
 from warren_cron.clock import utcnow
-from warren_cron.errors import PlanError, StoreError
+from warren_cron.errors import StoreError
 from warren_cron.history.events import who
-from warren_cron.schedules.backfill import Backfill, range_fires, sent_run_ids
-from warren_cron.schedules.schedule import Schedule, build_schedule
+from warren_cron.ops.schedule_backfill import (
+    BackfillPlan,
+    BackfillRefused,
+    plan_backfill,
+    runtime_target,
+    send_backfill,
+)
+from warren_cron.schedules.schedule import Schedule
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractConnection
@@ -45,11 +51,10 @@ async def schedule_of(context: Context, connection: AbstractConnection, name: st
     if found is not None:
         return found
     try:
-        stored = await (await started(context.settings, connection)).get(name)
-        if stored.status == "archived":
-            raise UsageError(f"runtime schedule {name!r} is archived: nothing to backfill")
-        return build_schedule(stored.spec, context.settings)
-    except (StoreError, PlanError) as error:
+        return await runtime_target(
+            name, await started(context.settings, connection), context.settings
+        )
+    except (BackfillRefused, StoreError) as error:  # the store unread: say so, exit 2
         raise UsageError(str(error)) from None
 
 
@@ -58,19 +63,24 @@ async def cmd_backfill(context: Context, args: argparse.Namespace) -> int:
     start, end = checked_range(args)
     async with context.broker() as (connection, history):
         schedule = await schedule_of(context, connection, args.name)
-        fires, todo = await _listed(context, connection, schedule, start, end)
-        if args.dry_run or not todo:
-            print(f"{len(todo)} of {len(fires)} fire(s) to send")
+        plan = await _listed(context, connection, schedule, start, end)
+        if args.dry_run or not plan.todo:
+            print(f"{len(plan.todo)} of {len(plan.fires)} fire(s) to send")
             return EXIT_OK
-        job = Backfill(
-            connection, context.settings, schedule, history, who(), args.rate, args.run_timeout
-        )
         try:
-            await job.send(todo)
+            sent = await send_backfill(
+                connection,
+                context.settings,
+                plan,
+                history,
+                who(),
+                rate=args.rate,
+                run_timeout=args.run_timeout,
+            )
         except TimeoutError as error:
             print(f"warren schedules: error: {error}", file=sys.stderr)
             return EXIT_PARTIAL
-    print(f"sent {len(todo)} of {len(fires)} fire(s)")
+    print(f"sent {sent} of {len(plan.fires)} fire(s)")
     return EXIT_OK
 
 
@@ -80,14 +90,12 @@ async def _listed(
     schedule: Schedule,
     start: datetime,
     end: datetime,
-) -> tuple[list[datetime], list[datetime]]:
+) -> BackfillPlan:
     """The range's fires and those to send, each printed as ``send`` or ``skip``."""
     try:
-        fires = range_fires(schedule, start, end)
-    except ValueError as error:
+        plan = await plan_backfill(connection, context.names, schedule, start, end)
+    except BackfillRefused as error:
         raise UsageError(str(error)) from None
-    sent = await sent_run_ids(connection, context.names, schedule.name, start)
-    for fire in fires:
-        run_id = schedule.run_id(fire)
-        print(f"{'skip' if run_id in sent else 'send'}  {run_id}")
-    return fires, [fire for fire in fires if schedule.run_id(fire) not in sent]
+    for fire in plan.fires:
+        print(f"{'skip' if plan.was_sent(fire) else 'send'}  {schedule.run_id(fire)}")
+    return plan

@@ -18,8 +18,8 @@ from aio_pika.abc import AbstractConnection
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names
+from warren_cron.ops.schedule_actions import pause_schedule
 from warren_cron.records import FailedRecord
-from warren_cron.schedules import commands
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.store.book import StoreBook
 
@@ -66,13 +66,13 @@ class FailurePauser:
         reason = f"pause_on_failure: run {record.run_id} failed for good ({record.reason})"
         async with self._lock:  # two failures at once pause once
             try:
-                already = await commands.pause(
+                paused = await pause_schedule(
                     self._connection, self.names, name, self._history, BY, reason
                 )
             except Exception as error:
                 log.warning("pause_on_failure: not paused", schedule=name, error=repr(error))
                 return
-        if already is None:
+        if paused.changed:
             log.warning("schedule paused after a failure", schedule=name, run_id=record.run_id)
 
     async def stop(self) -> None:
