@@ -4,11 +4,13 @@ too far back is named, and a replay that left records behind says where they sta
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.failed_records import ROOT, run_warren
+from tests.api import Api
+from tests.failed_records import ROOT, put_failed, run_warren
 from tests.helpers import envelope
 from tests.namespace import TestBroker
 from warren_cron.failed.tally import Tally
@@ -20,6 +22,7 @@ from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
+from warren_cron.testing.waits import eventually
 
 
 async def _put_run_ids(broker: TestBroker, *run_ids: str) -> None:
@@ -86,3 +89,44 @@ def test_the_failed_endpoints_and_pages_import_only_the_operations_not_each_othe
         assert not [name for name in imported if name.startswith(forbidden)], path
         if path != "topology/ops/failed.py":
             assert "warren_cron.ops.failed" in imported, path
+
+
+@pytest.mark.broker
+async def test_replay_gives_a_runtime_schedules_records_that_schedules_own_plan(
+    broker: TestBroker,
+) -> None:
+    """A record of a runtime schedule goes back on the retry plan the schedule was created
+    with, as a file schedule's does, not on the default plan."""
+    retry = {"max_retries": 1, "delay_ms": 250}
+    spec = {"name": "hourly", "every": "1h", "task": "job", "retry": retry}
+    created = run_warren(broker, "schedules", "create", stdin=json.dumps(spec))
+    assert created.returncode == 0, created.stderr
+    [own] = await put_failed(broker, 1, schedule="hourly")
+    [other] = await put_failed(broker, 1, schedule="gone")
+    broker.plan_keys.update({"250ms", "300ms"})
+    result = run_warren(
+        broker, "failed", "replay", "--all", CRON_MAX_RETRIES="1", CRON_RETRY_DELAY_MS="300"
+    )
+    assert result.returncode == 0, result.stderr
+    moved = {m.message_id: m.routing_key for m in await broker.get_all(broker.names.main_queue)}
+    assert moved == {own.run_id: "250ms", other.run_id: "300ms"}
+
+
+@pytest.mark.broker
+async def test_the_api_replays_a_runtime_schedules_records_on_that_schedules_own_plan(
+    api: Api, broker: TestBroker
+) -> None:
+    """``POST /api/v1/failed/replay`` sends a runtime schedule's records back on the plan the
+    schedule was created with, as ``warren failed replay`` does."""
+    retry = {"max_retries": 1, "delay_ms": 250}
+    spec = {"name": "hourly", "every": "1h", "task": "job", "retry": retry}
+    assert (await api.call("POST", "/schedules", json={"spec": spec}))[0] == 201
+    [own] = await put_failed(broker, 1, schedule="hourly")
+    index = api.monitor.dashboard.failed  # type: ignore[union-attr]
+    await eventually(lambda: len(index.records) == 1, 20, what="the record indexed")
+    broker.plan_keys.add("250ms")
+    replay = {"filter": {"schedule": "hourly"}}
+    status, moved = await api.call("POST", "/failed/replay", "operator", json=replay)
+    assert (status, moved["moved"]) == (200, 1), moved
+    moved_to = {m.message_id: m.routing_key for m in await broker.get_all(broker.names.main_queue)}
+    assert moved_to == {own.run_id: "250ms"}

@@ -49,6 +49,7 @@ from warren_cron.ops.failed import (
     Replay,
     each_listed,
     exported_records,
+    own_plans,
     plan_picker,
     purge_records,
     replay_records,
@@ -59,6 +60,7 @@ from warren_cron.plan import RetryPlan
 from warren_cron.records import FailedRecord
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.load import schedule_plans
+from warren_cron.store.admin import ScheduleAdmin
 
 T = TypeVar("T")
 Command = Callable[[CronSettings, argparse.Namespace], Coroutine[Any, Any, int]]
@@ -70,6 +72,19 @@ def plans_of_schedules(settings: CronSettings) -> Mapping[str, RetryPlan] | None
         return schedule_plans(settings)
     except ScheduleError as error:
         raise UsageError(f"{error}\n(replay reads each schedule's retry plan from it)") from None
+
+
+async def _own_plans(settings: CronSettings) -> dict[str, RetryPlan]:
+    """Each schedule's own retry plan: the schedules file's and the store's runtime ones."""
+    file = plans_of_schedules(settings)
+    connection = await connect(settings, "warren-failed-script")
+    async with connection:
+        admin = ScheduleAdmin(settings)
+        await admin.start(connection)
+        try:
+            return await own_plans(file, admin, settings, sync=True)
+        finally:
+            await admin.close()
 
 
 async def _with_connection(
@@ -182,7 +197,7 @@ async def cmd_purge(settings: CronSettings, args: argparse.Namespace) -> int:
 async def cmd_replay(settings: CronSettings, args: argparse.Namespace) -> int:
     """Move the matching records back to the tasks exchange with a fresh retry plan."""
     override = plan_options(args, settings)
-    plans = None if override else plans_of_schedules(settings)
+    plans = None if override else await _own_plans(settings)
     bar = ProgressBar("replaying")
     replay = Replay(
         select=selection(args),

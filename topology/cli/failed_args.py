@@ -29,7 +29,8 @@ def _filters(parser: argparse.ArgumentParser) -> None:
 
 def _plan_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
-        "retry plan (default: the schedule's plan, else the CRON_* defaults)"
+        "retry plan (default: the schedule's own plan, the file's or a runtime one's, else the "
+        "CRON_* defaults)"
     )
     add_plan_options(group)
 

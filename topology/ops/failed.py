@@ -27,6 +27,8 @@ from warren_cron.names import Names
 from warren_cron.plan import RetryPlan, task_plan
 from warren_cron.records import FailedRecord
 from warren_cron.runtime.settings import CronSettings
+from warren_cron.schedules.schedule import build_schedule
+from warren_cron.store.admin import ScheduleAdmin
 
 #: The filter fields of a selection made from text (a page's form or query, the API's body).
 FIELDS = ("schedule", "reason", "since", "text", "run_id")
@@ -122,6 +124,21 @@ async def exported_records(
 ) -> list[FailedRecord]:
     """The records ``select`` picks, in full, to be exported; the queue keeps every one."""
     return await read_records(connection, names, select, limit, progress)
+
+
+async def own_plans(
+    file: Mapping[str, RetryPlan] | None,
+    store: ScheduleAdmin | None,
+    settings: CronSettings,
+    *,
+    sync: bool,
+) -> dict[str, RetryPlan]:
+    """Each schedule's own retry plan: the runtime ones' (archived too: their records are
+    still theirs), and the file's over them; the store as followed so far for ``sync=False``."""
+    stored = [] if store is None else await store.list(sync=sync)
+    plans = {item.name: build_schedule(item.spec, settings).plan for item in stored}
+    plans.update(file or {})
+    return plans
 
 
 def plan_picker(

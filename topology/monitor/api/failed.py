@@ -27,6 +27,7 @@ from warren_cron.ops.failed import (
     Replay,
     Verb,
     listed,
+    own_plans,
     plan_picker,
     purge_records,
     replay_records,
@@ -74,7 +75,8 @@ def _moved(tally: Tally, dry_run: bool, verb: Verb) -> Moved:
 async def replay_failed(call: Call) -> Moved:
     """Replay the records a filter picks, each on its schedule's retry plan."""
     body, dashboard = call.body_as(MoveBody), call.dashboard
-    settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    settings, file = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    plans = await own_plans(file, dashboard.api.store, settings, sync=False)
     replay = Replay(
         select=_moving(body),
         plan_for=plan_picker(settings.default_plan(), plans),

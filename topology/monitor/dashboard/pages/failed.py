@@ -20,6 +20,7 @@ from warren_cron.ops.failed import (
     Purge,
     Replay,
     listed,
+    own_plans,
     plan_picker,
     purge_records,
     replay_records,
@@ -109,7 +110,8 @@ def _agreed(form: Mapping[str, str]) -> int:
 async def _replay(
     dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
-    settings, plans = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    settings, file = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
+    plans = await own_plans(file, dashboard.api.store, settings, sync=False)
     plan_for = plan_picker(settings.default_plan(), plans)
     replay = Replay(select, plan_for, limit=count, by=actor.by, reason=reason)
     beside = Beside(dashboard.failed, dashboard.connection)
