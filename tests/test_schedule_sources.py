@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
@@ -18,6 +19,7 @@ from tests.failed_records import json_out, run_warren
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script
 from tests.scheduling import every, write_schedules
+from warren_cron.testing.private_broker import free_port
 
 pytestmark = pytest.mark.broker
 
@@ -118,3 +120,20 @@ async def test_the_overview_page_and_api_show_a_runtime_schedule_as_the_files(ap
     _, listed = await api.call("GET", "/schedules", "viewer")
     rows = [(r["name"], r["source"], r["paused"]) for r in listed["schedules"]]
     assert rows == [("from-file", "file", False), ("rt", "runtime", True)]
+
+
+async def test_a_monitor_without_tokens_shows_runtime_schedules_on_its_pages(
+    broker: TestBroker, run_monitor: Any, tmp_path: Path
+) -> None:
+    """No API token set (an open, read-only dashboard): a runtime schedule the command
+    created is counted by the overview and has its page, as ``warren status`` shows it."""
+    absent = tmp_path / "absent.toml"
+    made = await schedules_script(broker, absent, "create", stdin=orjson.dumps(SPEC).decode())
+    assert made.returncode == 0, made.stderr
+    monitor = await run_monitor(schedules=[], schedules_file=absent, dashboard_port=free_port())
+    assert monitor.dashboard is not None and monitor.dashboard.url is not None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(monitor.dashboard.url) as got:
+            assert got.status == 200 and card(await got.text(), "schedules") == 1
+        async with http.get(monitor.dashboard.url + "schedules/rt") as got:
+            assert got.status == 200 and "runtime, version 1" in await got.text()

@@ -1,5 +1,6 @@
 """What the API keeps beside the dashboard: its tokens, the runtime schedules it reads and
-changes (a ``ScheduleAdmin`` following the store live), and a client to enqueue tasks."""
+changes (a ``ScheduleAdmin`` following the store live, with or without tokens: the pages show
+them as ``warren status`` does), and a client to enqueue tasks."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from warren_cron.store.admin import ScheduleAdmin
 
 
 class ApiState:
-    """The API's tokens and store; the store is read only when tokens are configured."""
+    """The API's tokens and the runtime schedules' store, followed whatever the tokens."""
 
     def __init__(self, settings: MonitorSettings) -> None:
         self.tokens = TokenTable(settings.api_tokens)
-        self._admin = ScheduleAdmin(settings) if self.tokens else None
+        # Followed without tokens too: an open dashboard is read-only, yet it must count and
+        # show the runtime schedules the command created, as warren status does.
+        self._admin: ScheduleAdmin | None = ScheduleAdmin(settings)
         #: Enqueues ``POST /runs``'s tasks; it connects at the first one.
         self.client = Client(settings, name="warren-api")
         #: Calls of ``GET /runs/{id}?wait=`` waiting on their run's end.
@@ -25,17 +28,17 @@ class ApiState:
 
     @property
     def has_store(self) -> bool:
-        """Whether the monitor follows the runtime schedules (only with API tokens)."""
+        """Whether the monitor follows the runtime schedules."""
         return self._admin is not None
 
     @property
     def store(self) -> ScheduleAdmin | None:
-        """The runtime schedules followed, None when they are not (no API tokens)."""
+        """The runtime schedules followed, None when they are not."""
         return self._admin
 
     @property
     def admin(self) -> ScheduleAdmin:
-        """The runtime schedules (the API answers 401 before any handler without tokens)."""
+        """The runtime schedules."""
         assert self._admin is not None, "the API has no tokens"
         return self._admin
 
