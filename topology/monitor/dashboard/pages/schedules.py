@@ -21,12 +21,11 @@ from warren_cron.ops.schedule_actions import (
     trigger_schedule,
     views_of,
 )
-from warren_cron.ops.schedules import one_schedule
+from warren_cron.ops.schedules import every_schedule, one_schedule
 from warren_cron.ops.schedules import status_rows as listed_status
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.status import status_rows
-from warren_cron.store.listing import listed, runtime_row
 from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:
@@ -57,12 +56,12 @@ async def schedules_page(request: web.Request) -> web.StreamResponse:
 async def runtime_rows(dashboard: Dashboard, needle: str) -> list[dict[str, Any]]:
     """The runtime schedules whose name holds ``needle``, as ``list`` shows them (none
     when the monitor does not follow the store)."""
-    if not dashboard.api.has_store:
+    if dashboard.api.store is None:
         return []
-    stored = listed(await dashboard.api.admin.list(sync=False))
-    now = utcnow()
-    chosen = [item for item in stored if needle in item.name.lower()]
-    return [runtime_row(item, dashboard.settings, now) for item in chosen]
+    found = await every_schedule(
+        [], dashboard.api.store, {}, dashboard.settings, utcnow(), sync=False
+    )
+    return [item.row for item in found if needle in item.name.lower()]
 
 
 async def schedule_page(request: web.Request) -> web.StreamResponse:
