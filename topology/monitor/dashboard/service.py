@@ -2,8 +2,8 @@
 
 It reads what the monitor already keeps (the status fold and the pauses, followed live), the
 failed queue through its index, the last day's activity from the history stream, and queue
-depths and run stories from the broker on each request. It acts through the same code as
-the ops scripts (``topology/schedules/commands.py``, ``topology/failed/``).
+depths and run stories from the broker on each request. It acts through the operations
+the command and the HTTP API call (``warren_cron.ops``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiohttp import web
 
 from warren_cron.clock import utcnow
-from warren_cron.errors import BROKER_TROUBLE, ScheduleNotFound
+from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.publisher import HistoryPublisher
@@ -41,7 +41,7 @@ from warren_cron.monitor.status import StatusKeeper
 from warren_cron.names import Names
 from warren_cron.ops.scans import ScanGate
 from warren_cron.runtime.service import port_taken
-from warren_cron.schedules.schedule import Schedule, build_schedule
+from warren_cron.schedules.schedule import Schedule
 
 log = structlog.get_logger("dashboard")
 
@@ -94,16 +94,6 @@ class Dashboard:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._follower: StreamFollower | None = None
-
-    async def live_schedule(self, name: str) -> Schedule:
-        """The file's schedule ``name``, else the live runtime one read from the store;
-        ``ScheduleNotFound`` for neither (archived, unknown, or no store followed)."""
-        schedule = self.by_name.get(name)
-        if schedule is not None:
-            return schedule
-        if not self.api.has_store:
-            raise ScheduleNotFound(f"no schedule {name!r} in CRON_SCHEDULES_FILE")
-        return build_schedule(await self.api.admin.live_spec(name), self.settings)
 
     @property
     def connection(self) -> AbstractRobustConnection:
