@@ -14,7 +14,12 @@ import warren_cron
 
 TOPOLOGY = Path(warren_cron.__file__).parent
 API_RUNS = ["runs", "run_scans", "run_models", "cancels", "waits"]
-OPERATIONS = ["warren_cron.ops.runs", "warren_cron.ops.runs_cancel", "warren_cron.ops.scans"]
+OPERATIONS = [
+    "warren_cron.ops.runs",
+    "warren_cron.ops.run_waits",
+    "warren_cron.ops.runs_cancel",
+    "warren_cron.ops.scans",
+]
 
 
 def imported(path: Path) -> set[str]:

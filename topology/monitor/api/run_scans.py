@@ -30,9 +30,15 @@ async def scanned(
     try:
         return await call.dashboard.scans.scan(call.request, read)
     except ScanRefused as refused:
-        status, code = (429, "throttled") if refused.busy else (503, "unavailable")
-        headers = {"Retry-After": str(refused.retry_after)}
-        raise ApiError(status, code, refused.message, headers) from None
+        raise refusal(refused) from None
+
+
+def refusal(refused: ScanRefused) -> ApiError:
+    """A refused read as the API tells it: 429 while other reads run, else 503; both with
+    Retry-After."""
+    status, code = (429, "throttled") if refused.busy else (503, "unavailable")
+    headers = {"Retry-After": str(refused.retry_after)}
+    return ApiError(status, code, refused.message, headers)
 
 
 def partial(budget: Budget | None, hint: str) -> dict[str, Any]:

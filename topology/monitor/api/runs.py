@@ -8,8 +8,6 @@ goes through the same ``Client`` an application uses and is audited to the histo
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +16,7 @@ from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import BrokerUnavailable, EnqueueError, PlanError
 from warren_cron.failed.select import parse_since
 from warren_cron.history.events import event
-from warren_cron.history.lifecycle import RunStatus, status_of
+from warren_cron.history.lifecycle import status_of
 from warren_cron.history.reader import Budget
 from warren_cron.history.runs import Run as Folded
 from warren_cron.monitor.api.problems import ApiError
@@ -32,15 +30,15 @@ from warren_cron.monitor.api.run_models import (
     RunRead,
     RunsQuery,
 )
-from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, scanned
-from warren_cron.ops.runs import RunFilter, shown_run
+from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, refusal, scanned
+from warren_cron.ops.run_waits import Shown, shown_status, waited_status
+from warren_cron.ops.runs import Read, RunFilter
 from warren_cron.ops.runs import list_runs as runs_since
+from warren_cron.ops.scans import ScanRefused
 
 #: The longest run id looked up: longer ones are no run id warren makes.
 MAX_RUN_ID = 300
 DEFAULT_SINCE = timedelta(days=1)
-#: A run's status (None: no event of it) and the budget of the read, if the stream was read.
-Status = tuple[RunStatus | None, Budget | None]
 
 
 def since_of(text: str | None, oldest: timedelta) -> datetime:
@@ -82,11 +80,7 @@ async def get_run(call: Call) -> RunRead:
     run_id, wait = call.request.match_info["run_id"], call.query_as(RunQuery).wait
     if not 0 < len(run_id) <= MAX_RUN_ID or not run_id.isprintable():
         raise ApiError(400, "invalid", f"run_id: 1 to {MAX_RUN_ID} printable characters")
-    if wait > 0:
-        with call.dashboard.api.waiters.watch(run_id) as woken:
-            status, budget = await _waited(call, run_id, woken, wait)
-    else:
-        status, budget = await _status(call, run_id)
+    status, budget = await _shown(call, run_id, wait)
     read = partial(budget, RUN_HINT)
     if status is None:
         why = f"no event of run {run_id!r}: unknown, not run yet, or older than the history"
@@ -96,42 +90,22 @@ async def get_run(call: Call) -> RunRead:
     return RunRead.model_validate({**status.as_json(), **read})
 
 
-async def _waited(call: Call, run_id: str, woken: asyncio.Event, wait: float) -> Status:
-    """The run's status once it ended, or when ``wait`` seconds passed. A read of the stream
-    refused while others run (429) is tried again at the run's next event, which the
-    monitor's follow of the history may answer from memory; refused at the end, it is 429."""
-    deadline = asyncio.get_running_loop().time() + wait
-    while True:
-        woken.clear()  # before the read: an event landing during it wakes the wait below
-        status, budget, refused = await _tried(call, run_id)
-        left = deadline - asyncio.get_running_loop().time()
-        over = left <= 0 or call.dashboard.api.waiters.closed  # the monitor stops: answer now
-        if (status is not None and status.done) or over:
-            if refused is not None:
-                raise refused
-            return status, budget
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), left)
+async def _shown(call: Call, run_id: str, wait: float) -> Shown:
+    """Where the run stands, now or (``wait``) once it ended; 429 or 503 when its read of the
+    stream is refused."""
+    dashboard, waiters = call.dashboard, call.dashboard.api.waiters
 
+    async def scan(read: Read) -> tuple[Folded | None, Budget]:
+        return await dashboard.scans.scan(call.request, read)
 
-async def _tried(
-    call: Call, run_id: str
-) -> tuple[RunStatus | None, Budget | None, ApiError | None]:
-    """``_status``, or the refusal of a read while other reads run."""
     try:
-        status, budget = await _status(call, run_id)
-    except ApiError as error:
-        if error.status != 429:
-            raise
-        return None, None, error
-    return status, budget, None
-
-
-async def _status(call: Call, run_id: str) -> Status:
-    """Where the run stands, from the runs kept in memory (no read: no budget), else from its
-    story in the stream, read within the monitor's bound."""
-    run, budget = await shown_run(call.dashboard, run_id, lambda read: scanned(call, read))
-    return (None if run is None else status_of(run_id, run, utcnow())), budget
+        if wait <= 0:
+            return await shown_status(dashboard, run_id, scan)
+        with waiters.watch(run_id) as woken:
+            stopping = waiters.is_closed  # asked at each wake: the monitor stops, answer now
+            return await waited_status(dashboard, run_id, scan, woken, wait, stopping)
+    except ScanRefused as refused:
+        raise refusal(refused) from None
 
 
 async def enqueue_run(call: Call) -> Enqueued:

@@ -38,6 +38,10 @@ class RunWaiters:
         """How many calls wait now."""
         return self._count
 
+    def is_closed(self) -> bool:
+        """True once the monitor stops: a waiting call answers at once."""
+        return self.closed
+
     def on_events(self, events: list[Event], _offset: int) -> None:
         """Wake the calls waiting on a run any of ``events`` belongs to."""
         for item in events:
