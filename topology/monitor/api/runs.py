@@ -1,7 +1,8 @@
 """``/api/v1/runs``: list runs, one run's state and attempts, and enqueue a task.
 
-Runs are read from the history stream as ``warren history`` and run handles read them
-(``topology/history/``); a run's state is ``topology/history/lifecycle.py``'s. An enqueue
+Runs are read through the operations ``warren history``, ``warren runs``, the run pages and
+run handles call (``warren_cron.ops.runs``, ``ops/run_waits.py``); a run's state is
+``topology/history/lifecycle.py``'s. An enqueue
 goes through the same ``Client`` an application uses and is audited to the history as a
 ``triggered`` event with the token's name as ``by``.
 """
