@@ -13,13 +13,13 @@ import structlog
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.runtime.logs import configure_logging
-from warren_cron.runtime.process_args import scheduler_args as parse_args
-from warren_cron.runtime.service import (
+from warren_cron.runtime.process import (
     EXIT_OK,
     config_error,
     run_process,
     run_service,
 )
+from warren_cron.runtime.process_args import scheduler_args as parse_args
 from warren_cron.runtime.settings import load_settings
 from warren_cron.scheduler.check import report
 from warren_cron.scheduler.service import Scheduler

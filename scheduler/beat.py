@@ -22,7 +22,7 @@ from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.names import Names
 from warren_cron.scheduler.leader import identity
-from warren_cron.schedules.liveness import Beat, declare_beats
+from warren_cron.schedules.heartbeats import Beat, declare_beats
 
 log = structlog.get_logger("scheduler")
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from warren_cron.runtime.service import Service
+from warren_cron.runtime.process import Service
 from warren_cron.worker.consumer import Worker
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.settings import WorkerSettings

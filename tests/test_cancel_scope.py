@@ -22,7 +22,7 @@ from warren_cron.clock import utcnow
 from warren_cron.errors import CancelError
 from warren_cron.history.events import Event
 from warren_cron.history.lifecycle import status_of
-from warren_cron.history.runs import fold_runs
+from warren_cron.history.run_fold import fold_runs
 from warren_cron.names import Names
 from warren_cron.worker.attempt import Outcome
 from warren_cron.worker.cancels import Cancels

@@ -27,7 +27,7 @@ from tests.scheduling import (
 )
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.history.events import Event
-from warren_cron.history.runs import fold_runs
+from warren_cron.history.run_fold import fold_runs
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.testing.waits import eventually
 

@@ -28,7 +28,7 @@ from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
 from warren_cron.clock import utcnow
 from warren_cron.schedules.control import read_pauses
-from warren_cron.schedules.status import OVERDUE_GRACE
+from warren_cron.schedules.status_rows import OVERDUE_GRACE
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker

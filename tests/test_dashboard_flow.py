@@ -22,7 +22,7 @@ from warren_cron.monitor.dashboard.app import create_app
 from warren_cron.monitor.dashboard.flow import FlowSeen
 from warren_cron.monitor.dashboard.service import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.testing.waits import eventually
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)

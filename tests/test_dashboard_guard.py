@@ -20,7 +20,7 @@ from warren_cron.monitor.dashboard.app import create_app
 from warren_cron.monitor.dashboard.service import Dashboard
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.schedules.load import parse_schedules
 
 TOKEN = "t0ken-for-guards"

@@ -26,7 +26,7 @@ from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.service import Dashboard
 from warren_cron.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.names import Names
 from warren_cron.records import FailedRecord, record_from
 from warren_cron.testing.waits import eventually

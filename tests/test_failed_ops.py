@@ -19,7 +19,7 @@ from warren_cron.monitor.dashboard import pages
 from warren_cron.monitor.dashboard.app import create_app
 from warren_cron.monitor.dashboard.service import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
 from warren_cron.testing.waits import eventually

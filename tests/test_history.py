@@ -15,7 +15,7 @@ from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
 from warren_cron.errors import PermanentError
 from warren_cron.history.events import Event
-from warren_cron.history.runs import fold_runs
+from warren_cron.history.run_fold import fold_runs
 from warren_cron.testing.waits import eventually
 from warren_cron.worker.consumer import Worker
 from warren_cron.worker.context import TaskContext

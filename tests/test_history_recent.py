@@ -26,7 +26,7 @@ from warren_cron.history import recent
 from warren_cron.history.events import event
 from warren_cron.history.reader import Budget, Start
 from warren_cron.history.recent import CLOCK_SLACK, FIRST_WINDOW, one_run, recent_runs, story_start
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 
 pytestmark = pytest.mark.broker
 

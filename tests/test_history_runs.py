@@ -9,7 +9,7 @@ import pytest
 
 from warren_cron.history.events import Event
 from warren_cron.history.recent import FIRST_WINDOW, windows
-from warren_cron.history.runs import Run, fold_runs, run_time
+from warren_cron.history.run_fold import Run, fold_runs, run_time
 
 T0 = datetime(2026, 1, 31, 2, 30, tzinfo=UTC)
 RUN = "nightly@2026-01-31T02:30:00Z"

@@ -7,7 +7,7 @@ from typing import Any
 
 from warren_cron.history.events import Event
 from warren_cron.history.lifecycle import status_of
-from warren_cron.history.runs import fold_runs
+from warren_cron.history.run_fold import fold_runs
 from warren_cron.worker.attempt import Outcome, returned_result
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from warren_cron.history.events import Event, decode, encode, event
-from warren_cron.history.status import StatusFold
+from warren_cron.history.status_fold import StatusFold
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 _offsets = itertools.count()

@@ -6,14 +6,14 @@ import sys
 
 from warren_cron.errors import HandlerImportError, SettingsError
 from warren_cron.runtime.logs import configure_logging
-from warren_cron.runtime.process_args import worker_args as parse_args
-from warren_cron.runtime.service import (
+from warren_cron.runtime.process import (
     Checks,
     config_error,
     config_ok,
     run_process,
     run_service,
 )
+from warren_cron.runtime.process_args import worker_args as parse_args
 from warren_cron.runtime.settings import load_settings
 from warren_cron.worker.consumer import Worker
 from warren_cron.worker.registry import import_handler_modules

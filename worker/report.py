@@ -99,7 +99,7 @@ class Reporter:
     ) -> None:
         verdict, error = end.verdict, excerpt(end.verdict.error)
         # Which replay the attempt belongs to: its events may reach the stream before the
-        # replay's own (topology/history/runs.py).
+        # replay's own (topology/history/run_fold.py).
         replay = number(end.message.headers.get(H_REPLAYS)) or None
         trace_id = tracing.trace_id()
         history.emit(

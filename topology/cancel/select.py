@@ -12,7 +12,7 @@ from warren_cron.cancel.bounds import MAX_BULK as MAX_BULK
 from warren_cron.clock import utcnow
 from warren_cron.history.lifecycle import FINAL, RunStatus, status_of
 from warren_cron.history.recent import recent_runs
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 
 
 async def cancellable_runs(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from warren_cron.cli.common import aligned, widths
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 from warren_cron.history.timeline import one_line, seconds_text, steps
 
 COLUMNS = ("RUN ID", "SCHEDULE", "TASK", "ATTEMPTS", "OUTCOME", "TOOK", "LAST ERROR")

@@ -1,7 +1,7 @@
 """One row per schedule, of CRON_SCHEDULES_FILE and runtime ones alike, like ``kubectl get
 cronjobs``.
 
-The first line says whether a scheduler leads (``topology/schedules/liveness.py``). Then each
+The first line says whether a scheduler leads (``topology/schedules/heartbeats.py``). Then each
 schedule's source (``file`` or ``runtime``), when it fires, whether it is paused, its last
 fire, the outcome of its last ended run, its last success and failure, its next fire, its
 runs retrying now and its records in the failed queue. The rows are
@@ -35,14 +35,14 @@ from warren_cron.clock import utcnow
 from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.history.snapshot import current_status
-from warren_cron.history.status import StatusFold
+from warren_cron.history.status_fold import StatusFold
 from warren_cron.names import Names
 from warren_cron.ops.schedules import Listed, every_schedule, status_rows
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.control import read_pauses
-from warren_cron.schedules.liveness import SchedulerView, scheduler_view
+from warren_cron.schedules.heartbeats import SchedulerView, scheduler_view
 from warren_cron.schedules.load import ScheduleSet, file_or_none
-from warren_cron.schedules.status import StatusRow
+from warren_cron.schedules.status_rows import StatusRow
 
 HEAD = (
     "NAME",

@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
-from warren_cron.history.runs import RUNNING, Run, run_time
+from warren_cron.history.run_fold import RUNNING, Run, run_time
 
 State = Literal[
     "pending", "delayed", "running", "retrying", "succeeded", "failed", "expired", "cancelled"
 ]
 #: States after which nothing more happens to a run (unless a failed one is replayed).
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "expired", "cancelled"})
-#: Run outcomes (``topology/history/runs.py``) that are a cancel for an application.
+#: Run outcomes (``topology/history/run_fold.py``) that are a cancel for an application.
 _CANCELS = frozenset({"replaced", "lock-contended", "skipped", "cancelled"})
 
 

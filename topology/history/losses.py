@@ -4,7 +4,7 @@ Each process counts its own drops in ``cron_history_events_dropped_total`` on it
 ``/metrics``, but a worker without ``CRON_METRICS_PORT`` exports nothing, and a script is
 gone before any scrape. So once the stream takes events again, the publisher adds one
 ``dropped`` event to a batch, saying how many events it lost, when, and where; the monitor,
-which folds the stream, adds them up for the whole fleet (``topology/history/status.py``).
+which folds the stream, adds them up for the whole fleet (``topology/history/status_fold.py``).
 """
 
 from __future__ import annotations

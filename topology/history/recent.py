@@ -36,7 +36,7 @@ from aio_pika.abc import AbstractConnection
 from warren_cron.clock import utcnow
 from warren_cron.history.events import decode, last_time, mention
 from warren_cron.history.reader import Budget, Start, read_messages, read_stream
-from warren_cron.history.runs import SETTLED, Run, fold_runs, run_time
+from warren_cron.history.run_fold import SETTLED, Run, fold_runs, run_time
 
 FIRST_WINDOW = timedelta(minutes=5)
 GROWTH = 4

@@ -15,7 +15,7 @@ from warren_cron.broker.inspect import counts, peek
 from warren_cron.broker.latest import LatestMessage
 from warren_cron.declare import UNLIMITED_DELIVERIES, QueueType, queue_arguments
 from warren_cron.history.reader import read_stream
-from warren_cron.history.status import StatusFold
+from warren_cron.history.status_fold import StatusFold
 from warren_cron.names import Names
 
 log = structlog.get_logger("history")

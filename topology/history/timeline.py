@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from warren_cron.durations import for_people
 from warren_cron.history.events import Event
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 
 #: Events after which the next attempt's wait is counted: an attempt's end, a fire, a replay.
 _WAIT_FROM = frozenset({"attempt", "fired", "triggered", "replayed"})

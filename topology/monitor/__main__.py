@@ -10,13 +10,13 @@ from warren_cron.errors import ScheduleError, SettingsError
 from warren_cron.monitor.service import Monitor
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.runtime.logs import configure_logging
-from warren_cron.runtime.process_args import monitor_args as parse_args
-from warren_cron.runtime.service import (
+from warren_cron.runtime.process import (
     config_error,
     config_ok,
     run_process,
     run_service,
 )
+from warren_cron.runtime.process_args import monitor_args as parse_args
 from warren_cron.runtime.settings import load_settings
 from warren_cron.schedules.load import configured_schedules
 from warren_cron.schedules.schedule import Schedule

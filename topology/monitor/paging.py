@@ -16,7 +16,7 @@ import orjson
 
 from warren_cron.clock import now_text
 from warren_cron.monitor.alerts import Condition, Digest
-from warren_cron.monitor.liveness import SCHEDULER_DOWN
+from warren_cron.monitor.scheduler_down import SCHEDULER_DOWN
 from warren_cron.monitor.targets import (
     JSON,
     Destination,

@@ -27,10 +27,10 @@ from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.autopause import FailurePauser
 from warren_cron.monitor.configured import configured_targets
 from warren_cron.monitor.dashboard import Dashboard
-from warren_cron.monitor.liveness import SchedulerWatch
+from warren_cron.monitor.scheduler_down import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.silence import SuccessWatch
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.monitor.watch import QueueWatch
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from warren_cron.clock import utc_text
-from warren_cron.history.status import ScheduleState
+from warren_cron.history.status_fold import ScheduleState
 from warren_cron.monitor.alerts import Condition
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.schedules.schedule import Schedule
 
 

@@ -1,6 +1,6 @@
 """Runs read from the history stream: where one stands (show), its story, the wait for its
 end, and the newest runs (list). The command, the HTTP API, the dashboard and the client
-call these; a run's state is ``history/lifecycle.py``'s, its story ``history/runs.py``'s.
+call these; a run's state is ``history/lifecycle.py``'s, its story ``history/run_fold.py``'s.
 
 Reads a viewer of the monitor asks for are bounded (a ``Budget``, see ``ops/scans.py``);
 the command's and the client's are not, as ``warren history`` reads what it is asked to.
@@ -31,7 +31,7 @@ from warren_cron.history.recent import (
     story_start,
     timeless_run,
 )
-from warren_cron.history.runs import Run, run_time
+from warren_cron.history.run_fold import Run, run_time
 from warren_cron.names import Names
 
 #: A read of the stream within a budget, as the monitor's gate takes it.

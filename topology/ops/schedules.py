@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from warren_cron.errors import ScheduleNotFound
-from warren_cron.history.status import ScheduleState, StatusFold
+from warren_cron.history.status_fold import ScheduleState, StatusFold
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.schedule import Schedule, build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
-from warren_cron.schedules.status import StatusRow, status_row
+from warren_cron.schedules.status_rows import StatusRow, status_row
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.listing import file_row, listed, owed_file, runtime_row
 from warren_cron.store.stored import StoredSchedule

@@ -24,7 +24,7 @@ from warren_cron.declare import declare_topology
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.history.reader import read_stream
 from warren_cron.history.recent import CLOCK_SLACK, one_run
-from warren_cron.history.runs import ENDED
+from warren_cron.history.run_fold import ENDED
 from warren_cron.names import Names
 from warren_cron.publish import TaskPublisher
 from warren_cron.runtime.settings import CronSettings

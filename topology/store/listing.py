@@ -10,7 +10,7 @@ from warren_cron.clock import utc_text
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.schedule import Schedule, build_schedule
-from warren_cron.schedules.status import schedule_status, upcoming_fire
+from warren_cron.schedules.status_rows import schedule_status, upcoming_fire
 from warren_cron.store.stored import StoredSchedule, pause_fields
 
 

@@ -19,7 +19,7 @@ from warren_cron.failed.select import parse_since
 from warren_cron.history.events import event
 from warren_cron.history.lifecycle import status_of
 from warren_cron.history.reader import Budget
-from warren_cron.history.runs import Run as Folded
+from warren_cron.history.run_fold import Run as Folded
 from warren_cron.monitor.api.problems import ApiError
 from warren_cron.monitor.api.routes import Call, Endpoint
 from warren_cron.monitor.api.run_models import (

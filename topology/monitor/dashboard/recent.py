@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from warren_cron.history.events import Event
 from warren_cron.history.recent import newest_first
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 
 PER_SCHEDULE = 5
 NOTABLE = 10_000

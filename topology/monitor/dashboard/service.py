@@ -35,12 +35,12 @@ from warren_cron.monitor.dashboard.pages.login import readers_only
 from warren_cron.monitor.dashboard.recent import RecentRuns
 from warren_cron.monitor.dashboard.render import Notes, environment, render
 from warren_cron.monitor.dashboard.throttle import LoginThrottle
-from warren_cron.monitor.liveness import SchedulerWatch
+from warren_cron.monitor.scheduler_down import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.monitor.status import StatusKeeper
+from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.names import Names
 from warren_cron.ops.scans import ScanGate
-from warren_cron.runtime.service import port_taken
+from warren_cron.runtime.process import port_taken
 from warren_cron.schedules.schedule import Schedule
 
 log = structlog.get_logger("dashboard")

@@ -10,11 +10,11 @@ from warren_cron.broker.depths import queue_rows
 from warren_cron.clock import utcnow
 from warren_cron.monitor.dashboard import views
 from warren_cron.monitor.dashboard.pages.common import dashboard_of
-from warren_cron.monitor.liveness import SchedulerWatch
+from warren_cron.monitor.scheduler_down import SchedulerWatch
 from warren_cron.ops.schedules import counts, every_schedule
 from warren_cron.ops.waiting import waiting_in
 from warren_cron.plan import format_delay
-from warren_cron.schedules.liveness import SchedulerView
+from warren_cron.schedules.heartbeats import SchedulerView
 
 
 async def overview(request: web.Request) -> web.StreamResponse:

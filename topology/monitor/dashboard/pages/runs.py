@@ -11,7 +11,7 @@ from aiohttp import web
 from warren_cron.errors import CancelError
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.history.reader import Budget
-from warren_cron.history.runs import ENDED, OUTCOMES, Run
+from warren_cron.history.run_fold import ENDED, OUTCOMES, Run
 from warren_cron.history.timeline import seconds_text, steps
 from warren_cron.monitor.dashboard.auth import Actor
 from warren_cron.monitor.dashboard.pages.common import act, dashboard_of

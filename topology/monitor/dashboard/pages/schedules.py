@@ -25,7 +25,7 @@ from warren_cron.ops.schedules import every_schedule, one_schedule
 from warren_cron.ops.schedules import status_rows as listed_status
 from warren_cron.schedules.commands import describe
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.schedules.status import status_rows
+from warren_cron.schedules.status_rows import status_rows
 from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:

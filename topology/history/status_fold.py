@@ -3,7 +3,7 @@
 ``warren status`` answers from this fold instead of reading days of events: the monitor keeps it
 current and stores it (``topology/history/snapshot.py``) with the stream offset it covers, so
 a reader only folds the events after that offset. Each run goes through the outcome rules of
-``topology/history/runs.py``. The fold keeps only the runs that count: those retrying now and
+``topology/history/run_fold.py``. The fold keeps only the runs that count: those retrying now and
 those that failed (their record waits in the failed queue until a replay or a purge), both
 bounded. A run that succeeded, or is merely running, is dropped: a later event of it starts
 it afresh, and its events carry what the rules need (the replay they belong to). For each
@@ -24,7 +24,7 @@ import orjson
 
 from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
-from warren_cron.history.runs import Run
+from warren_cron.history.run_fold import Run
 
 #: Version of the stored fold: a reader of another version starts afresh.
 FORMAT = 1

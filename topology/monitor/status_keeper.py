@@ -22,7 +22,7 @@ from warren_cron.broker.latest import LatestMessage
 from warren_cron.history.events import Event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.snapshot import CONFLICT_HINT, parse_fold, status_store
-from warren_cron.history.status import StatusFold
+from warren_cron.history.status_fold import StatusFold
 from warren_cron.history.stream import declare_control, declare_history, open_stream
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names

@@ -1,6 +1,6 @@
 """The ``scheduler.down`` alert: no scheduler leads, or the leader falls behind its fires.
 
-The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/liveness.py``) and,
+The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/heartbeats.py``) and,
 every few seconds, looks whether the leader queue is held (has an active consumer). No leader
 (the queue free, or held with no beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
 ``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
@@ -26,7 +26,7 @@ from warren_cron.monitor.alerts import Condition
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import SCHEDULER_LAG, SCHEDULERS
-from warren_cron.schedules.liveness import (
+from warren_cron.schedules.heartbeats import (
     RECENT_BEATS,
     Beat,
     SchedulerView,

@@ -12,7 +12,7 @@ from typing import Any
 
 from warren_cron.clock import utc_text
 from warren_cron.durations import relative
-from warren_cron.history.status import ScheduleState, StatusFold
+from warren_cron.history.status_fold import ScheduleState, StatusFold
 from warren_cron.schedules.control import Pause
 from warren_cron.schedules.load import ScheduleSet
 from warren_cron.schedules.schedule import Schedule
