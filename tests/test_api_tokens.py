@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from warren_cron.errors import SettingsError
-from warren_cron.monitor.api.tokens import ApiToken, TokenTable
+from warren_cron.monitor.api_tokens import ApiToken, TokenTable
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.runtime.settings import load_settings
 

@@ -17,12 +17,13 @@ from tests.namespace import TestBroker
 from tests.test_concurrency_limits import limited_workers
 from warren_cron.flowlimits import FlowLimits
 from warren_cron.history.events import Event
-from warren_cron.monitor.dashboard import pages
-from warren_cron.monitor.dashboard.app import create_app
-from warren_cron.monitor.dashboard.flow import FlowSeen
-from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor import mount
+from warren_cron.monitor.console.flow import FlowSeen
+from warren_cron.monitor.mount import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status_keeper import StatusKeeper
+from warren_cron.monitor.web.app import create_app
+from warren_cron.monitor.web.dashboard import DASHBOARD
 from warren_cron.testing.waits import eventually
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
@@ -85,8 +86,8 @@ async def test_the_flow_page_escapes_keys_and_messages() -> None:
     dashboard = Dashboard(settings, [], StatusKeeper(settings), set)
     now = datetime.now(UTC)
     dashboard.flow.on_events([deferred(now, "circuit-open", EVIL, error=EVIL)], 0)
-    app = create_app(pages.ROUTES)
-    app[pages.DASHBOARD] = dashboard
+    app = create_app(mount.ROUTES)
+    app[DASHBOARD] = dashboard
     async with TestClient(TestServer(app)) as client:
         page = await (await client.get("/flow")).text()
     assert EVIL not in page
@@ -98,8 +99,8 @@ async def test_an_empty_flow_page_says_nothing_is_held_back() -> None:
     """No deferral in the last day: the page says so."""
     settings = MonitorSettings(namespace="flow-page-empty")
     dashboard = Dashboard(settings, [], StatusKeeper(settings), set)
-    app = create_app(pages.ROUTES)
-    app[pages.DASHBOARD] = dashboard
+    app = create_app(mount.ROUTES)
+    app[DASHBOARD] = dashboard
     async with TestClient(TestServer(app)) as client:
         page = await (await client.get("/flow")).text()
     assert "nothing held back" in page

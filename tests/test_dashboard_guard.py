@@ -15,12 +15,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiormq.exceptions import AMQPConnectionError
 
-from warren_cron.monitor.dashboard import pages
-from warren_cron.monitor.dashboard.app import create_app
-from warren_cron.monitor.dashboard.service import Dashboard
-from warren_cron.monitor.dashboard.throttle import LoginThrottle
+from warren_cron.monitor import mount
+from warren_cron.monitor.mount import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status_keeper import StatusKeeper
+from warren_cron.monitor.web.app import create_app
+from warren_cron.monitor.web.dashboard import DASHBOARD
+from warren_cron.monitor.web.throttle import LoginThrottle
 from warren_cron.schedules.load import parse_schedules
 
 TOKEN = "t0ken-for-guards"
@@ -78,8 +79,8 @@ async def served() -> AsyncIterator[Served]:
     dashboard = Dashboard(settings, schedules.schedules, StatusKeeper(settings), set)
     clock = Clock()
     dashboard.auth.throttle.clock = clock
-    app = create_app(pages.ROUTES)
-    app[pages.DASHBOARD] = dashboard
+    app = create_app(mount.ROUTES)
+    app[DASHBOARD] = dashboard
     async with TestServer(app, host="127.0.0.1") as server:
         yield Served(str(server.make_url("/")), dashboard, clock)
 

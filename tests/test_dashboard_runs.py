@@ -19,7 +19,7 @@ from warren_cron.history.events import event
 from warren_cron.history.reader import Budget, Start, read_messages
 from warren_cron.history.recent import CLOCK_SLACK, one_run
 from warren_cron.history.run_fold import Run
-from warren_cron.monitor.dashboard.recent import PER_SCHEDULE
+from warren_cron.monitor.console.recent import PER_SCHEDULE
 from warren_cron.ops import runs
 from warren_cron.testing.waits import eventually
 

@@ -18,15 +18,17 @@ from aiohttp.test_utils import TestClient, TestServer
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.failed.tally import Progress
 from warren_cron.history.events import Event
-from warren_cron.monitor.dashboard import failed_index, pages
-from warren_cron.monitor.dashboard.activity import Activity
-from warren_cron.monitor.dashboard.app import create_app
-from warren_cron.monitor.dashboard.offsets import OffsetIndex
-from warren_cron.monitor.dashboard.recent import RecentRuns
-from warren_cron.monitor.dashboard.service import Dashboard
-from warren_cron.monitor.dashboard.views import CHART_HEIGHT, chart, page_of, shown_body
+from warren_cron.monitor import mount
+from warren_cron.monitor.console import failed_index
+from warren_cron.monitor.console.activity import Activity
+from warren_cron.monitor.console.offsets import OffsetIndex
+from warren_cron.monitor.console.recent import RecentRuns
+from warren_cron.monitor.console.views import CHART_HEIGHT, chart, page_of, shown_body
+from warren_cron.monitor.mount import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status_keeper import StatusKeeper
+from warren_cron.monitor.web.app import create_app
+from warren_cron.monitor.web.dashboard import DASHBOARD
 from warren_cron.names import Names
 from warren_cron.records import FailedRecord, record_from
 from warren_cron.testing.waits import eventually
@@ -213,8 +215,8 @@ async def test_the_failed_page_says_the_queue_is_still_being_read_until_its_firs
     monkeypatch.setattr(failed_index, "each_record", slow_read)
     settings = MonitorSettings(namespace="reading-test")
     dashboard = Dashboard(settings, [], StatusKeeper(settings), set)
-    app = create_app(pages.ROUTES)
-    app[pages.DASHBOARD] = dashboard
+    app = create_app(mount.ROUTES)
+    app[DASHBOARD] = dashboard
     async with TestClient(TestServer(app)) as client:
         reading = asyncio.create_task(dashboard.failed.refresh(cast(AbstractConnection, None)))
         await eventually(lambda: dashboard.failed.reading[0] == 120, 5, what="the read started")

@@ -14,12 +14,13 @@ from tests.failed_records import ROOT, put_failed, run_warren
 from tests.helpers import envelope
 from tests.namespace import TestBroker
 from warren_cron.failed.tally import Tally
+from warren_cron.monitor import mount
 from warren_cron.monitor.api.failed import _moved
-from warren_cron.monitor.dashboard import pages
-from warren_cron.monitor.dashboard.app import create_app
-from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor.mount import Dashboard
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status_keeper import StatusKeeper
+from warren_cron.monitor.web.app import create_app
+from warren_cron.monitor.web.dashboard import DASHBOARD
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
 from warren_cron.testing.waits import eventually
@@ -53,8 +54,8 @@ async def test_the_failed_page_names_a_since_too_far_back_instead_of_failing() -
     """``/failed?since=99999999d`` reads as the API says it (too far back), not a server
     error."""
     settings = MonitorSettings(namespace="since-test")
-    app = create_app(pages.ROUTES)
-    app[pages.DASHBOARD] = Dashboard(settings, [], StatusKeeper(settings), set)
+    app = create_app(mount.ROUTES)
+    app[DASHBOARD] = Dashboard(settings, [], StatusKeeper(settings), set)
     async with TestClient(TestServer(app)) as client:
         response = await client.get("/failed", params={"since": "99999999d"})
         assert response.status == 200

@@ -50,7 +50,7 @@ def test_the_install_adds_exactly_one_import_name(installed: Path) -> None:
     names = {p.name for p in installed.iterdir() if not p.name.endswith(".dist-info")}
     assert names == {"warren_cron", "bin"}
     assert (installed / "warren_cron" / "py.typed").exists()
-    assert list((installed / "warren_cron" / "monitor" / "dashboard" / "templates").glob("*.html"))
+    assert list((installed / "warren_cron" / "monitor" / "web" / "templates").glob("*.html"))
 
 
 def test_the_folder_names_are_not_import_names(installed: Path) -> None:

@@ -24,6 +24,36 @@ FOLDERS = {
     "worker": "warren_cron.worker",
     "scheduler": "warren_cron.scheduler",
 }
+#: The monitor's subpackages, by the part each is.
+MONITOR_PACKAGES = {"api": "api", "dashboard": "pages", "web": "web", "console": "console"}
+#: The monitor's own modules, by part: its settings and status keeper below everything, the
+#: alerts, and the process that starts them all and mounts the pages and the API.
+MONITOR_MODULES = {
+    "core": {"settings", "api_tokens", "roles", "status_keeper"},
+    "alerts": {
+        "alerts",
+        "targets",
+        "paging",
+        "events",
+        "silence",
+        "scheduler_down",
+        "autopause",
+        "watch",
+        "configured",
+    },
+    "process": {"__init__", "__main__", "service", "mount"},
+}
+#: What a part never imports: other parts, or outside packages (by their root).
+SURFACES = {"monitor.api", "monitor.pages", "monitor.web", "monitor.process", "cli"}
+FORBIDDEN = {
+    "ops": {*SURFACES, "monitor.console", "monitor.alerts", "monitor.core"}
+    | {"aiohttp", "jinja2", "argparse"},
+    "monitor.api": {"monitor.pages", "monitor.process"},
+    "monitor.pages": {"monitor.api", "monitor.process"},
+    "monitor.web": {"monitor.api", "monitor.pages", "monitor.process"},
+    "monitor.console": SURFACES | {"aiohttp", "jinja2"},
+    "monitor.alerts": SURFACES | {"monitor.console"},
+}
 #: Top-level modules a base install (``pip install -e .``) lacks: the test suite and what the
 #: ``test`` extras bring (module names, not distribution names).
 TEST_ONLY = frozenset({"tests", "pytest", "_pytest", "pytest_asyncio", "testcontainers", "yaml"})
@@ -111,10 +141,22 @@ def module_name(path: Path) -> str:
 
 
 def layer(module: str) -> str:
-    """A module's part: its subpackage, or ``contract`` for the root's own modules."""
+    """A module's part: its subpackage (the monitor's: one of its parts), or ``contract`` for
+    the root's own modules."""
     parts = module.split(".")
+    if parts[1:2] == ["monitor"]:
+        return monitor_part(module)
     is_package = len(parts) > 2 or (ROOT / "topology" / parts[-1]).is_dir()
     return parts[1] if len(parts) > 1 and is_package else "contract"
+
+
+def monitor_part(module: str) -> str:
+    """The monitor's part ``module`` belongs to: a subpackage's, or its root module's."""
+    first = (module.split(".")[2:] or ["__init__"])[0]
+    part = MONITOR_PACKAGES.get(first) or next(
+        (part for part, names in MONITOR_MODULES.items() if first in names), "unplaced"
+    )
+    return f"monitor.{part}"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -150,6 +192,51 @@ def test_the_parts_of_the_package_import_each_other_without_a_cycle() -> None:
         TopologicalSorter(package_imports()).prepare()
     except CycleError as error:
         pytest.fail(f"import cycle between parts: {' -> '.join(error.args[1])}")
+
+
+def imports_by_part() -> dict[str, set[str]]:
+    """What each part imports: the project's parts by name, other packages by their root."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            for imported in imported_modules(path):
+                project = imported.startswith("warren_cron.")
+                found[layer(module_name(path))].add(
+                    layer(imported) if project else imported.split(".")[0]
+                )
+    return found
+
+
+def test_every_module_of_the_monitor_is_in_one_of_its_parts() -> None:
+    """A new module of the monitor is placed in a part, so the checks below see it."""
+    monitor = [module_name(path) for path in (ROOT / "topology" / "monitor").rglob("*.py")]
+    assert {monitor_part(module) for module in monitor} == {
+        "monitor.api",
+        "monitor.pages",
+        "monitor.web",
+        "monitor.console",
+        "monitor.alerts",
+        "monitor.core",
+        "monitor.process",
+    }
+
+
+def test_the_monitors_parts_are_parts_of_the_package_graph() -> None:
+    """The cycle check above sees the monitor's pages, API, web pieces, state and alerts
+    apart, not the monitor as one node; and a cycle between two of them fails it."""
+    edges = package_imports()
+    assert {"monitor.api", "monitor.pages", "monitor.web", "monitor.console"} <= set(edges)
+    assert "monitor" not in edges
+    edges["monitor.web"] = edges["monitor.web"] | {"monitor.pages"}
+    with pytest.raises(CycleError):
+        TopologicalSorter(edges).prepare()
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN))
+def test_a_part_imports_nothing_from_above_or_beside_it(part: str) -> None:
+    """The operations import no surface, web server, template or argument parser; the API's
+    endpoints and the pages never import each other; the monitor's state has no web code."""
+    assert not imports_by_part()[part] & FORBIDDEN[part]
 
 
 def test_no_module_imports_the_root_facade_or_an_old_import_root() -> None:

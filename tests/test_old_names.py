@@ -20,7 +20,7 @@ import structlog
 from warren_cron.cli.main import SUBCOMMANDS, run, usage
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ROOT / "topology" / "monitor" / "dashboard" / "templates"
+TEMPLATES = ROOT / "topology" / "monitor" / "web" / "templates"
 #: The old scripts' names, one per ops subcommand.
 OLD = r"(?:history|status|failed|schedules|queues|enqueue|runs|namespace|doctor)\.py"
 #: Any mention of an old script (templates and help texts have no business naming a module).

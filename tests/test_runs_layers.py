@@ -13,7 +13,7 @@ import pytest
 import warren_cron
 
 TOPOLOGY = Path(warren_cron.__file__).parent
-API_RUNS = ["runs", "run_scans", "run_models", "cancels", "waits"]
+API_RUNS = ["runs", "run_scans", "run_models", "cancels"]
 OPERATIONS = [
     "warren_cron.ops.runs",
     "warren_cron.ops.run_waits",

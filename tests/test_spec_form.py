@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warren_cron.monitor.dashboard.spec_form import TICKED, created, form_fields, form_values
+from warren_cron.monitor.dashboard.pages.spec_form import TICKED, created, form_fields, form_values
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import spec_json
 

@@ -26,7 +26,7 @@ from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.autopause import FailurePauser
 from warren_cron.monitor.configured import configured_targets
-from warren_cron.monitor.dashboard import Dashboard
+from warren_cron.monitor.mount import Dashboard
 from warren_cron.monitor.scheduler_down import SchedulerWatch
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.silence import SuccessWatch

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, HttpUrl, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from warren_cron.monitor.api.tokens import ApiToken, TokenTable
+from warren_cron.monitor.api_tokens import ApiToken, TokenTable
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.secret_sources import reference_input
 from warren_cron.webhook import SecretRef

@@ -2,7 +2,7 @@
 and ended when their caller leaves or the monitor stops.
 
 The monitor answers what it keeps in memory without reading the stream (the runs it follows,
-``monitor/dashboard/recent.py``); anything else is a scan, which on a week of a busy
+``monitor/console/recent.py``); anything else is a scan, which on a week of a busy
 install's history could read for minutes. So each scan gets a ``Budget`` of
 ``CRON_HISTORY_SCAN_EVENTS`` events and answers what it found by then, at most
 ``CRON_HISTORY_SCANS`` run at once (the others are refused, to try again), and a scan runs as

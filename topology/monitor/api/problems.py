@@ -23,7 +23,7 @@ from warren_cron.errors import (
     StoreError,
     VersionConflict,
 )
-from warren_cron.monitor.dashboard.app import Handler
+from warren_cron.monitor.web.app import Handler
 
 log = structlog.get_logger("api")
 PREFIX = "/api/"

@@ -17,14 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 from warren_cron.errors import validation_problems
 from warren_cron.monitor.api.problems import ApiError
-from warren_cron.monitor.api.tokens import Caller
-from warren_cron.monitor.dashboard.auth import Refused
-from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.api_tokens import Caller
 from warren_cron.monitor.roles import Action, Role, needs
+from warren_cron.monitor.web.auth import Refused
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.schedules.spec import check_name
 
 if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+    from warren_cron.monitor.web.dashboard import WebDashboard
 
 BASE = "/api/v1"
 #: The largest body read: four times the largest schedule (64 KiB as JSON), for its fields'
@@ -45,7 +45,7 @@ class Call:
     body: BaseModel | None
 
     @property
-    def dashboard(self) -> Dashboard:
+    def dashboard(self) -> WebDashboard:
         """The dashboard (and monitor state) serving the API."""
         return dashboard_of(self.request)
 

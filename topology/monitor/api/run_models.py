@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from warren_cron.envelope import TaskName
 from warren_cron.history.lifecycle import State
 from warren_cron.monitor.api.models import Reason, Strict
-from warren_cron.monitor.api.waits import MAX_WAIT_SECONDS
+from warren_cron.monitor.console.run_waiters import MAX_WAIT_SECONDS
 
 #: Runs or records one page holds at most.
 PAGE = 100

@@ -32,6 +32,7 @@ from warren_cron.monitor.api.run_models import (
     RunsQuery,
 )
 from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, refusal, scanned
+from warren_cron.monitor.console.run_waiters import WaitRefused
 from warren_cron.ops.run_waits import Shown, shown_status, waited_status
 from warren_cron.ops.runs import Read, RunFilter
 from warren_cron.ops.runs import list_runs as runs_since
@@ -107,6 +108,8 @@ async def _shown(call: Call, run_id: str, wait: float) -> Shown:
             return await waited_status(dashboard, run_id, scan, woken, wait, stopping)
     except ScanRefused as refused:
         raise refusal(refused) from None
+    except WaitRefused as refused:
+        raise ApiError(refused.status, refused.code, refused.why, headers=refused.headers) from None
 
 
 async def enqueue_run(call: Call) -> Enqueued:

@@ -1,5 +1,2 @@
-"""The dashboard: the monitor's web page of queues, schedules, runs and failed tasks."""
-
-from warren_cron.monitor.dashboard.service import Dashboard
-
-__all__ = ["Dashboard"]
+"""The dashboard's pages: one module per page under ``pages/``, each an adapter over the
+operations (``warren_cron.ops``); served with the HTTP API by ``monitor/mount.py``."""

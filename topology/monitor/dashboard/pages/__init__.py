@@ -1,9 +1,8 @@
-"""The dashboard's pages, one module each, and the routes they add."""
+"""The dashboard's pages, one module each, and the routes they add (``monitor/mount.py``
+mounts them beside the API's)."""
 
 from __future__ import annotations
 
-from warren_cron.monitor.api import serve as api
-from warren_cron.monitor.dashboard.app import Routes
 from warren_cron.monitor.dashboard.pages import (
     failed,
     flow,
@@ -13,7 +12,7 @@ from warren_cron.monitor.dashboard.pages import (
     schedule_forms,
     schedules,
 )
-from warren_cron.monitor.dashboard.pages.common import DASHBOARD
+from warren_cron.monitor.web.app import Routes
 
 ROUTES: list[Routes] = [
     overview.add_routes,
@@ -24,7 +23,6 @@ ROUTES: list[Routes] = [
     failed.add_routes,
     flow.add_routes,
     login.add_routes,
-    api.add_routes,
 ]
 
-__all__ = ["DASHBOARD", "ROUTES"]
+__all__ = ["ROUTES"]

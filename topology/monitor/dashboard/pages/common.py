@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
 from yarl import URL
 
-from warren_cron.monitor.dashboard.auth import Actor, Refused
 from warren_cron.monitor.roles import Action
-
-if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+from warren_cron.monitor.web.auth import Actor, Refused
+from warren_cron.monitor.web.dashboard import dashboard_of
 
 log = structlog.get_logger("dashboard")
-DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
 #: Longest reason kept: it goes into history events and logs.
 REASON_CHARS = 300
 #: Does an action for an actor with the form's fields; returns what to tell them.
@@ -27,11 +23,6 @@ Perform = Callable[[Actor, Mapping[str, str], str], Awaitable[str]]
 #: drop tabs and line breaks from a URL and read ``\`` as ``/``, so ``/<tab>/evil`` would
 #: leave the site: such characters are refused here, never stripped.
 _ON_SITE = re.compile(r"/(?!/)[!-\[\]-~]*")
-
-
-def dashboard_of(request: web.Request) -> Dashboard:
-    """The dashboard this request is served by."""
-    return request.app[DASHBOARD]
 
 
 def reason_of(form: Mapping[str, str]) -> str:

@@ -10,10 +10,11 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from warren_cron.failed.select import RecordFilter
-from warren_cron.monitor.dashboard import views
-from warren_cron.monitor.dashboard.auth import Actor
-from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
+from warren_cron.monitor.console import views
+from warren_cron.monitor.dashboard.pages.common import act
 from warren_cron.monitor.roles import Action
+from warren_cron.monitor.web.auth import Actor
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.ops.failed import (
     FIELDS,
     Beside,
@@ -30,7 +31,7 @@ from warren_cron.ops.failed import (
 )
 
 if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+    from warren_cron.monitor.web.dashboard import WebDashboard
 
 ACTIONS = ("replay", "purge")
 
@@ -108,7 +109,7 @@ def _agreed(form: Mapping[str, str]) -> int:
 
 
 async def _replay(
-    dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
+    dashboard: WebDashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
     settings, file = dashboard.settings, {s.name: s.plan for s in dashboard.schedules}
     plans = await own_plans(file, dashboard.api.store, settings, sync=False)
@@ -119,7 +120,7 @@ async def _replay(
 
 
 async def _purge(
-    dashboard: Dashboard, select: RecordFilter, count: int, actor: Actor, reason: str
+    dashboard: WebDashboard, select: RecordFilter, count: int, actor: Actor, reason: str
 ) -> str:
     purge = Purge(select, limit=count, by=actor.by, reason=reason)
     beside = Beside(dashboard.failed, dashboard.connection)

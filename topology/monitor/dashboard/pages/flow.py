@@ -6,8 +6,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from warren_cron.clock import utcnow
-from warren_cron.monitor.dashboard.flow import BUDGET_EXHAUSTED, CIRCUIT_OPEN
-from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.console.flow import BUDGET_EXHAUSTED, CIRCUIT_OPEN
+from warren_cron.monitor.web.dashboard import dashboard_of
 
 #: Reasons of the limit waits, in the page's column order.
 WAITS = ("concurrency-limit", "rate-limit")

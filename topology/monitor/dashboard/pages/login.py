@@ -6,9 +6,10 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from warren_cron.monitor.dashboard.app import Handler
-from warren_cron.monitor.dashboard.auth import COOKIE, Refused, same_site
-from warren_cron.monitor.dashboard.pages.common import dashboard_of, local, log
+from warren_cron.monitor.dashboard.pages.common import local, log
+from warren_cron.monitor.web.app import Handler
+from warren_cron.monitor.web.auth import COOKIE, Refused, same_site
+from warren_cron.monitor.web.dashboard import dashboard_of
 
 #: Paths anyone reaches: the login itself, the page's static files, and the HTTP API, which
 #: asks for its bearer token on each call.

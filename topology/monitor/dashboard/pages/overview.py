@@ -8,9 +8,9 @@ from aiohttp import web
 
 from warren_cron.broker.depths import queue_rows
 from warren_cron.clock import utcnow
-from warren_cron.monitor.dashboard import views
-from warren_cron.monitor.dashboard.pages.common import dashboard_of
+from warren_cron.monitor.console import views
 from warren_cron.monitor.scheduler_down import SchedulerWatch
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.ops.schedules import counts, every_schedule
 from warren_cron.ops.waiting import waiting_in
 from warren_cron.plan import format_delay

@@ -13,9 +13,10 @@ from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.history.reader import Budget
 from warren_cron.history.run_fold import ENDED, OUTCOMES, Run
 from warren_cron.history.timeline import seconds_text, steps
-from warren_cron.monitor.dashboard.auth import Actor
-from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
-from warren_cron.monitor.dashboard.recent import NOTABLE, PER_SCHEDULE
+from warren_cron.monitor.console.recent import NOTABLE, PER_SCHEDULE
+from warren_cron.monitor.dashboard.pages.common import act
+from warren_cron.monitor.web.auth import Actor
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.ops.runs import Read, RunFilter, kept_runs, shown_run
 from warren_cron.ops.runs_cancel import ChannelAccess
 from warren_cron.ops.runs_cancel import cancel as cancel_one

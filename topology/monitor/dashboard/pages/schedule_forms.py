@@ -23,16 +23,17 @@ from warren_cron.errors import (
     StoreError,
     VersionConflict,
 )
-from warren_cron.monitor.dashboard.auth import Actor, Refused
-from warren_cron.monitor.dashboard.pages.common import dashboard_of, log
-from warren_cron.monitor.dashboard.spec_form import FLAGS, created, form_fields, form_values
+from warren_cron.monitor.dashboard.pages.common import log
+from warren_cron.monitor.dashboard.pages.spec_form import FLAGS, created, form_fields, form_values
 from warren_cron.monitor.roles import Action
+from warren_cron.monitor.web.auth import Actor, Refused
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.ops import schedule_writes as writes
 from warren_cron.store.masking import shown_spec
 from warren_cron.store.stored import StoredSchedule
 
 if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+    from warren_cron.monitor.web.dashboard import WebDashboard
 
 #: The largest form read: a schedule is at most 64 KiB as JSON, and a form escapes it.
 MAX_FORM = 256 * 1024
@@ -140,7 +141,7 @@ async def _written(
 
 
 def _writer(
-    dashboard: Dashboard, request: web.Request, form: Mapping[str, str], action: Action
+    dashboard: WebDashboard, request: web.Request, form: Mapping[str, str], action: Action
 ) -> Actor:
     """Who writes, when their role may do ``action``, and the store is followed; else
     ``Refused``."""
@@ -226,7 +227,7 @@ def _flagged(problems: list[str]) -> dict[str, list[str]]:
     return flagged
 
 
-async def _stored(dashboard: Dashboard, name: str) -> StoredSchedule:
+async def _stored(dashboard: WebDashboard, name: str) -> StoredSchedule:
     if not dashboard.api.has_store:
         raise web.HTTPNotFound(text=f"no schedule {name!r} in the file; {NO_STORE}")
     try:

@@ -11,9 +11,10 @@ from aiohttp import web
 
 from warren_cron.clock import utcnow
 from warren_cron.errors import ScheduleNotFound
-from warren_cron.monitor.dashboard import views
-from warren_cron.monitor.dashboard.auth import Actor
-from warren_cron.monitor.dashboard.pages.common import act, dashboard_of
+from warren_cron.monitor.console import views
+from warren_cron.monitor.dashboard.pages.common import act
+from warren_cron.monitor.web.auth import Actor
+from warren_cron.monitor.web.dashboard import dashboard_of
 from warren_cron.ops.schedule_actions import (
     live_schedule,
     pause_schedule,
@@ -29,7 +30,7 @@ from warren_cron.schedules.status_rows import status_rows
 from warren_cron.store.masking import shown_spec
 
 if TYPE_CHECKING:
-    from warren_cron.monitor.dashboard.service import Dashboard
+    from warren_cron.monitor.web.dashboard import WebDashboard
 
 
 async def schedules_page(request: web.Request) -> web.StreamResponse:
@@ -53,7 +54,7 @@ async def schedules_page(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def runtime_rows(dashboard: Dashboard, needle: str) -> list[dict[str, Any]]:
+async def runtime_rows(dashboard: WebDashboard, needle: str) -> list[dict[str, Any]]:
     """The runtime schedules whose name holds ``needle``, as ``list`` shows them (none
     when the monitor does not follow the store)."""
     if dashboard.api.store is None:
@@ -89,7 +90,7 @@ async def schedule_page(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def _schedule(dashboard: Dashboard, name: str) -> Schedule:
+async def _schedule(dashboard: WebDashboard, name: str) -> Schedule:
     """The file's schedule ``name``, else the live runtime one; 404 for neither. Called once
     the action's sender is authorized: a runtime one is read from the store."""
     try:

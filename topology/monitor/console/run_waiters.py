@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Iterator
 
 from warren_cron.history.events import Event
-from warren_cron.monitor.api.problems import ApiError
 
 #: Calls that may wait at once; more get a 429 (each holds an open HTTP request).
 MAX_WAITERS = 1000
@@ -21,6 +20,14 @@ MAX_WAITERS = 1000
 RETRY = {"Retry-After": "5"}
 #: The longest wait one call may ask for: proxies cut idle requests after a minute or so.
 MAX_WAIT_SECONDS = 60.0
+
+
+class WaitRefused(Exception):
+    """No wait now: HTTP ``status`` and ``code``, ``why`` for the caller, and ``headers``."""
+
+    def __init__(self, status: int, code: str, why: str, headers: dict[str, str]) -> None:
+        super().__init__(why)
+        self.status, self.code, self.why, self.headers = status, code, why, headers
 
 
 class RunWaiters:
@@ -61,10 +68,10 @@ class RunWaiters:
         """An event set whenever ``run_id`` has a new event; 429 when too many wait, 503 once
         the monitor stops."""
         if self.closed:
-            raise ApiError(503, "unavailable", "the monitor is stopping", headers=RETRY)
+            raise WaitRefused(503, "unavailable", "the monitor is stopping", RETRY)
         if self._count >= self.limit:
             why = f"{self.limit} calls are waiting on runs already: try again, or poll"
-            raise ApiError(429, "throttled", why, headers={"Retry-After": "1"})
+            raise WaitRefused(429, "throttled", why, {"Retry-After": "1"})
         woken = asyncio.Event()
         self._waiting.setdefault(run_id, set()).add(woken)
         self._count += 1

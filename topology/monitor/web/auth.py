@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from warren_cron.monitor.api.tokens import Caller
-from warren_cron.monitor.dashboard.throttle import LoginThrottle
+from warren_cron.monitor.api_tokens import Caller
+from warren_cron.monitor.web.throttle import LoginThrottle
 from warren_cron.ops.access import Access, Action, Role, needs
 
 COOKIE = "warren_session"

@@ -9,8 +9,8 @@ import jinja2
 from aiohttp import web
 
 from warren_cron.clock import utcnow
-from warren_cron.monitor.dashboard import views
-from warren_cron.monitor.dashboard.auth import COOKIE, Auth
+from warren_cron.monitor.console import views
+from warren_cron.monitor.web.auth import COOKIE, Auth
 
 TEMPLATES = Path(__file__).parent / "templates"
 NAV = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from warren_cron.history.events import Event
-from warren_cron.monitor.dashboard.activity import DAY, minute_of
+from warren_cron.monitor.console.activity import DAY, minute_of
 
 
 class OffsetIndex:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.client.client import Client
-from warren_cron.monitor.api.tokens import Caller, TokenTable
-from warren_cron.monitor.api.waits import RunWaiters
+from warren_cron.monitor.api_tokens import Caller, TokenTable
+from warren_cron.monitor.console.run_waiters import RunWaiters
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.store.admin import ScheduleAdmin
 
