@@ -73,16 +73,19 @@ def script_outputs(broker: TestBroker, runs: list[str]) -> dict[str, str]:
     return outputs
 
 
-async def pages(dashboard_url: str, runs: list[str]) -> dict[str, str]:
-    """The dashboard's run list, and each run's page and failure record, read logged out."""
+async def pages(
+    dashboard_url: str, runs: list[str], headers: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The dashboard's run list, and each run's page and failure record, read logged out
+    (or with ``headers``: a bearer token where tokens are set)."""
     paths = ["runs"]
     paths += [f"runs/{quote(run)}" for run in runs]
     paths += [f"failed/record?run_id={quote(run)}" for run in runs]
     found = {}
     async with aiohttp.ClientSession() as http:
         for path in paths:
-            async with http.get(dashboard_url + path) as answer:
-                assert answer.status == 200, path
+            async with http.get(dashboard_url + path, headers=headers) as answer:
+                assert answer.status == 200 and "/login" not in str(answer.url), path
                 found[path] = html.unescape(await answer.text())
     return found
 

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 from structlog.testing import capture_logs
 
-from tests.api import Api
+from tests.api import Api, bearer
 from tests.conftest import plan
 from tests.echo import CONTEXT, echoing, leaks
 from tests.helpers import envelope, publish, wait_history
@@ -76,7 +76,7 @@ async def test_a_url_token_and_password_are_masked_in_every_view(
         "history": str(failed.data),
         **await asyncio.to_thread(export_outputs, broker),
         **await asyncio.to_thread(script_outputs, broker, [run]),
-        **await pages(dashboard, [run]),
+        **await pages(dashboard, [run], bearer("viewer")),
         **await api_outputs(api, run),
     }
     outputs.pop("export bodies")  # a backup for restore: kept as sent, by design
