@@ -5,7 +5,6 @@ client hangs up or the monitor stops, leaving no consumer on the stream."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor import Monitor
 from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
@@ -91,46 +91,54 @@ def stalling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "_drain", stalled)
 
 
-async def readers(broker: TestBroker) -> int:
-    """Consumers of the namespace's history stream now, as the broker lists them (a stream's
+async def readers(node: PrivateBroker, broker: TestBroker) -> int:
+    """Consumers of the namespace's history stream now, as the node lists them (a stream's
     declare counts none, nor does ``list_consumers``)."""
-    ctl = shutil.which("rabbitmqctl")
-    assert ctl is not None, "these tests count consumers with rabbitmqctl"
-    listing = await asyncio.create_subprocess_exec(
-        ctl, "-q", "list_queues", "name", "consumers", stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await listing.communicate()
-    assert listing.returncode == 0
-    rows = [line.split("\t") for line in out.decode().splitlines()]
+    out = await asyncio.to_thread(node.ctl, "-q", "list_queues", "name", "consumers")
+    rows = [line.split("\t") for line in out.splitlines()]
     [count] = [int(row[1]) for row in rows if row[0] == broker.names.history_stream]
     return count
 
 
+# On the run's private node, whose own rabbitmqctl lists its queues: the machine's broker is
+# not the one under test on every lane.
+@pytest.mark.parametrize("node", ["private"])
 async def test_a_client_that_hangs_up_leaves_no_consumer_on_the_stream(
-    busy_api: Api, broker: TestBroker, monkeypatch: pytest.MonkeyPatch
+    busy_api: Api,
+    broker: TestBroker,
+    private_broker: PrivateBroker,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A request whose client disconnects mid-read ends its read: the stream is back to the
     monitor's own followers."""
-    followers = await readers(broker)
+    followers = await readers(private_broker, broker)
     stalling(monkeypatch)
     url = busy_api.url + "/runs?since=1h&schedule=nomatch"
     request = asyncio.create_task(busy_api.http.get(url, headers=bearer("viewer")))
-    await eventually(lambda: _more(broker, followers), 30, what="the read consuming")
+    await eventually(
+        lambda: _more(private_broker, broker, followers), 30, what="the read consuming"
+    )
     request.cancel()  # the client hangs up
     await asyncio.gather(request, return_exceptions=True)
-    await eventually(lambda: _back(broker, followers), 30, what="the read's consumer gone")
+    await eventually(
+        lambda: _back(private_broker, broker, followers), 30, what="the read's consumer gone"
+    )
 
 
-async def _more(broker: TestBroker, followers: int) -> bool:
-    return await readers(broker) > followers
+async def _more(node: PrivateBroker, broker: TestBroker, followers: int) -> bool:
+    return await readers(node, broker) > followers
 
 
-async def _back(broker: TestBroker, followers: int) -> bool:
-    return await readers(broker) == followers
+async def _back(node: PrivateBroker, broker: TestBroker, followers: int) -> bool:
+    return await readers(node, broker) == followers
 
 
+@pytest.mark.parametrize("node", ["private"])
 async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
-    broker: TestBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    broker: TestBroker,
+    private_broker: PrivateBroker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With one read allowed at once, a second gets 429 with Retry-After while the first
     reads, but a long poll waits for its run; the monitor stops promptly with that read and
@@ -144,11 +152,13 @@ async def test_reads_at_once_are_bounded_and_a_stop_ends_the_one_in_flight(
         return await monitors.start(Monitor(settings, schedules=schedules))
 
     async with served_api(broker, start, tmp_path, monkeypatch, history_scans=1) as api:
-        followers = await readers(broker)
+        followers = await readers(private_broker, broker)
         stalling(monkeypatch)
         url = api.url + "/runs?schedule=nomatch"
         first = asyncio.create_task(_status(api, url))
-        await eventually(lambda: _more(broker, followers), 30, what="the first read consuming")
+        await eventually(
+            lambda: _more(private_broker, broker, followers), 30, what="the first read consuming"
+        )
         assert await _status(api, url) == 429
         # A long poll is not refused: the run's events, followed live, answer it from memory.
         run_id = f"tick@{utc_text(utcnow())}"
