@@ -7,22 +7,22 @@ the timeouts of CRON_*, the delayed-message plugin, queues holding messages with
 and the failed queue growing. With ``--management-url``, also: the khepri_db feature flag on
 3.13 to 4.2, the number of nodes, and policies lowering the delivery limit or the consumer
 timeout. Exit code: 0 fine, 1 warnings, 2 problems (or bad usage), 3 broker unreachable.
+The survey and its findings are ``warren_cron.ops.doctor``'s; this module parses and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 
 import orjson
 
 from warren_cron.cli.common import EXIT_USAGE, aligned, run_command
 from warren_cron.cli.doctor_args import parse_args
-from warren_cron.cli.doctor_findings import LEVELS, Finding, broker_findings, worst
-from warren_cron.cli.doctor_queues import queue_findings
-from warren_cron.cli.doctor_survey import Survey, Timeouts, survey
 from warren_cron.errors import SettingsError
+from warren_cron.ops.doctor import Diagnosis, diagnose
+from warren_cron.ops.doctor_findings import LEVELS, Finding
+from warren_cron.ops.doctor_survey import Timeouts
 from warren_cron.runtime.settings import CronSettings, load_settings, redact_urls
 
 EXIT_FOR = {"ok": 0, "info": 0, "warning": 1, "problem": 2}
@@ -43,11 +43,6 @@ def worker_timeouts() -> Timeouts:
     return Timeouts(worker.task_timeout_seconds, worker.consumer_timeout_seconds)
 
 
-def findings_of(found: Survey) -> list[Finding]:
-    """Every finding, broker-wide first."""
-    return [*broker_findings(found), *queue_findings(found)]
-
-
 def text(findings: list[Finding]) -> str:
     """Findings as a table, worst first, then what to do for each that needs something."""
     ranked = sorted(findings, key=lambda f: -LEVELS.index(f.level))
@@ -58,24 +53,16 @@ def text(findings: list[Finding]) -> str:
     return table + ("\n\nwhat to do:\n" + "\n".join(todo) if todo else "")
 
 
-def as_json(found: Survey, findings: list[Finding]) -> str:
+def as_json(diagnosis: Diagnosis) -> str:
     """The report as one JSON object."""
-    report = {
-        "broker": found.settings.safe_url,
-        "version": found.server.version,
-        "management": found.management,
-        "status": worst(findings),
-        "findings": [asdict(f) for f in findings],
-    }
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    return orjson.dumps(diagnosis.to_json(), option=orjson.OPT_INDENT_2).decode()
 
 
-async def diagnose(args: argparse.Namespace, settings: CronSettings) -> int:
-    """Survey the broker, print the findings; the exit code of the worst."""
-    found = await survey(settings, worker_timeouts(), args.watch, args.management_url)
-    findings = findings_of(found)
-    print(as_json(found, findings) if args.json else redact_urls(text(findings)))
-    return EXIT_FOR[worst(findings)]
+async def report(args: argparse.Namespace, settings: CronSettings) -> int:
+    """Diagnose the broker, print the findings; the exit code of the worst."""
+    diagnosis = await diagnose(settings, worker_timeouts(), args.watch, args.management_url)
+    print(as_json(diagnosis) if args.json else redact_urls(text(diagnosis.findings)))
+    return EXIT_FOR[diagnosis.status]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.watch < 0:
         print("warren doctor: error: --watch takes seconds, 0 or more", file=sys.stderr)
         return EXIT_USAGE
-    return run_command("warren doctor", diagnose(args, settings)) or 0
+    return run_command("warren doctor", report(args, settings)) or 0
 
 
 if __name__ == "__main__":

@@ -4,24 +4,22 @@ cronjobs``.
 The first line says whether a scheduler leads (``topology/schedules/heartbeats.py``). Then each
 schedule's source (``file`` or ``runtime``), when it fires, whether it is paused, its last
 fire, the outcome of its last ended run, its last success and failure, its next fire, its
-runs retrying now and its records in the failed queue. The rows are
-``topology/ops/schedules.py``'s, as every surface's; without a schedules file only the
-runtime ones are shown. The history comes from the monitor's status fold (``<ns>_status``)
-and the events the stream got after it; without a fold (no monitor running) the whole stream
-is folded, which takes longer. Exit codes: 0 shown, 2 usage or schedules file error, 3
-broker trouble.
+runs retrying now and its records in the failed queue. What is shown is read by
+``topology/ops/namespace_status.py``, the rows being ``topology/ops/schedules.py``'s, as every
+surface's; without a schedules file only the runtime ones are shown. The history comes from
+the monitor's status fold (``<ns>_status``) and the events the stream got after it; without a
+fold (no monitor running) the whole stream is folded, which takes longer. Exit codes: 0
+shown, 2 usage or schedules file error, 3 broker trouble.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import datetime
 
 import orjson
 
-from warren_cron.broker.connect import connect
 from warren_cron.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -29,18 +27,11 @@ from warren_cron.cli.common import (
     log_to_stderr,
     run_command,
 )
-from warren_cron.cli.schedules_store import started
 from warren_cron.cli.status_args import parse_args
-from warren_cron.clock import utcnow
 from warren_cron.durations import relative
 from warren_cron.errors import ScheduleError, SettingsError
-from warren_cron.history.snapshot import current_status
-from warren_cron.history.status_fold import StatusFold
-from warren_cron.names import Names
-from warren_cron.ops.schedules import Listed, every_schedule, status_rows
+from warren_cron.ops.namespace_status import namespace_status
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.schedules.control import read_pauses
-from warren_cron.schedules.heartbeats import SchedulerView, scheduler_view
 from warren_cron.schedules.load import ScheduleSet, file_or_none
 from warren_cron.schedules.status_rows import StatusRow
 
@@ -91,31 +82,6 @@ def table(rows: list[StatusRow], now: datetime) -> str:
     return aligned(cells)
 
 
-async def gather(
-    settings: CronSettings, schedules: ScheduleSet
-) -> tuple[StatusFold, bool, list[Listed], SchedulerView]:
-    """The history's fold (and whether a monitor's fold was its start), every schedule
-    (the file's and the store's), and what the leader queue and the beats say of the
-    schedulers."""
-    names = Names(settings.namespace)
-    connection = await connect(settings, "warren-status-script", log_outages=False)
-    async with connection:
-        # All are reads to a stream's end; side by side, their waits overlap.
-        (fold, stored), pauses, view, admin = await asyncio.gather(
-            current_status(connection, names),
-            read_pauses(connection, names),
-            scheduler_view(connection, names, utcnow()),
-            started(settings, connection),
-        )
-        try:
-            rows = await every_schedule(
-                schedules.schedules, admin, pauses, settings, utcnow(), sync=True
-            )
-        finally:
-            await admin.close()
-    return fold, stored, rows, view
-
-
 def load(argv: list[str] | None) -> tuple[argparse.Namespace, CronSettings, ScheduleSet]:
     """Arguments, settings and the schedules file (none when there is no file); raises on
     bad ones."""
@@ -145,11 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
 async def report(settings: CronSettings, schedules: ScheduleSet, as_json: bool) -> int:
     """Read the status and print it."""
-    fold, stored, rows, view = await gather(settings, schedules)
-    if not stored:
+    status = await namespace_status(settings, schedules)
+    if not status.from_monitor_fold:
         print(NO_FOLD, file=sys.stderr)
-    now = utcnow()
     if not as_json:
-        print(view.line())
-    show(status_rows(rows, fold, now), as_json, now)
+        print(status.scheduler.line())
+    show(status.rows, as_json, status.at)
     return EXIT_OK

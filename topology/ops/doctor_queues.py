@@ -5,9 +5,9 @@ messages with no consumer, and the failed queue growing."""
 from __future__ import annotations
 
 from warren_cron.broker.probe import QueueState
-from warren_cron.cli.doctor_findings import LATEST, Finding
-from warren_cron.cli.doctor_survey import Survey
 from warren_cron.declare import UNLIMITED_DELIVERIES
+from warren_cron.ops.doctor_findings import LATEST, Finding
+from warren_cron.ops.doctor_survey import Survey
 
 #: Queues warren reads by taking and handing back: a delivery limit drops what they keep.
 KEPT = ("failed", "monitor")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from warren_cron.cli.doctor_survey import Survey
+from warren_cron.ops.doctor_survey import Survey
 
 Level = Literal["ok", "info", "warning", "problem"]
 #: Worst last: the exit code is the worst level's (0 fine, 1 warnings, 2 problems).
