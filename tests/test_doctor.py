@@ -19,9 +19,12 @@ from tests.failed_records import put_failed, run_warren, script_env
 from tests.namespace import TestBroker
 from warren_cron.broker.management import Management
 from warren_cron.declare import queue_arguments
+from warren_cron.ops.doctor import diagnose
+from warren_cron.ops.doctor_survey import Timeouts
 from warren_cron.testing.install import available, release
 from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.testing.waits import eventually
+from warren_cron.worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.broker
 #: A stand-in for the delayed-message plugin (not shipped with RabbitMQ): its exchange type,
@@ -96,6 +99,19 @@ async def test_a_healthy_quorum_namespace_has_no_problem(broker: TestBroker) -> 
     else:
         assert (code, report["status"], server["level"]) == (1, "warning", "warning")
         assert "4.2" in server["action"] and "khepri_db" in server["action"]
+
+
+async def test_the_operation_gives_the_report_the_command_prints(broker: TestBroker) -> None:
+    """Another surface calling the doctor's operation gets what ``warren doctor --json``
+    prints, and the command's exit code is its worst level's."""
+    await broker.declare()
+    await put_failed(broker, 2)  # an "info" finding that names the count
+    fields = WorkerSettings.model_fields
+    defaults = (fields["task_timeout_seconds"].default, fields["consumer_timeout_seconds"].default)
+    diagnosis = await diagnose(broker.settings(), Timeouts(*defaults), 0, None)
+    code, report = doctor(broker)
+    assert diagnosis.to_json() == report
+    assert code == {"ok": 0, "info": 0, "warning": 1, "problem": 2}[diagnosis.status]
 
 
 async def test_the_metadata_store_is_told_by_amqp_alone_where_the_version_tells(
