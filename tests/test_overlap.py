@@ -299,8 +299,11 @@ async def test_a_forbid_schedules_attempts_log_no_warning(
     with capture_logs() as logs:
         for _ in range(3):
             await publish(broker, run("Forbid", 0), plan(60_000))
-            await recorder.wait_calls(len(recorder.calls) + 1)
-            await wait_lock_released(broker, "report")
+            # Each attempt opens a connection of its own for its lock: on a broker that CI's
+            # other tests keep busy that took more than 10 s. A run refused its lock instead
+            # would show as lock-contended below, not pass.
+            await recorder.wait_calls(len(recorder.calls) + 1, timeout=60)
+            await wait_lock_released(broker, "report", timeout=60)
         await worker.join()
         await eventually(lambda: len([e for e in logs if e["event"] == "attempt"]) == 3)
     assert [e["outcome"] for e in logs if e["event"] == "attempt"] == ["succeeded"] * 3
