@@ -7,6 +7,7 @@ tombstone and tells the history (``cancel/request.py``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +15,7 @@ from types import TracebackType
 from typing import Protocol
 
 from aio_pika.abc import AbstractChannel, AbstractConnection
+from aiormq.exceptions import ChannelInvalidStateError
 
 from warren_cron.broker.connect import publish_channel
 from warren_cron.cancel.request import CancelAnswer, cancel_run
@@ -24,6 +26,10 @@ from warren_cron.errors import broker_failures
 from warren_cron.history.lifecycle import RunStatus
 from warren_cron.names import Names
 from warren_cron.ops.runs import run_status
+
+#: Waits before storing a cancel again on a channel closed under it: a robust connection
+#: reconnects within a second or two; a broker that stays down is said after these.
+STORE_RETRY_SECONDS = (1.0, 2.0)
 
 
 class RunAccess(Protocol):
@@ -85,8 +91,25 @@ async def cancel(
         connection, stream = await access.history_access()
         status = await run_status(connection, stream, run_id, due)
     with broker_failures(f"the cancel of run {run_id!r}"):
-        channel, names = await access.cancel_access()
-        return await cancel_run(channel, names, status, by, reason, until)
+        return await _stored(access, status, by, reason, until)
+
+
+async def _stored(
+    access: RunAccess, status: RunStatus, by: str, reason: str | None, until: datetime | None
+) -> CancelAnswer:
+    """Store the cancel, again on a channel closed under it: RabbitMQ 3.x closes a connection
+    that writes to a stream declared a moment before (the client's first cancel in a new
+    namespace), and its robust connection is back within a second. Storing it twice is
+    harmless: a tombstone is a fact, and two hold as one."""
+    for wait in (*STORE_RETRY_SECONDS, None):
+        try:
+            channel, names = await access.cancel_access()
+            return await cancel_run(channel, names, status, by, reason, until)
+        except ChannelInvalidStateError:
+            if wait is None:
+                raise
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable: the last try raises")
 
 
 async def cancellable(
