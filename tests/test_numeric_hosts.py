@@ -190,9 +190,11 @@ async def test_no_spelling_reaches_a_denied_loopback_server_through_a_worker(
     broker: TestBroker, run_worker: Any
 ) -> None:
     """A worker denying 127.0.0.0/8 (and the defaults) gets an http task for each spelling of
-    127.0.0.1, 0.0.0.0 and 169.254.169.254: the server is never reached, and every task fails
-    once as ``destination-denied`` naming its host and the address it means."""
-    hosts = [*LOOPBACK_FORMS, *UNSPECIFIED_FORMS, *METADATA_FORMS]
+    127.0.0.1 and 0.0.0.0: the server is never reached, and every task fails once as
+    ``destination-denied`` naming its host and the address it means. (The metadata address's
+    spellings are judged by the policy alone above: a worker that let one through would
+    connect off this machine.)"""
+    hosts = [*LOOPBACK_FORMS, *UNSPECIFIED_FORMS]
     async with hostile_server() as (port, reached):
         await run_worker(http_deny=",".join((*DEFAULT_DENY, DENY_LOOPBACK)))
         tasks = [envelope("http", {"url": f"http://{host}:{port}/hook"}) for host in hosts]
@@ -203,5 +205,4 @@ async def test_no_spelling_reaches_a_denied_loopback_server_through_a_worker(
     assert {r.headers["cron-reason"] for r in records} == {"destination-denied"}, errors
     for host in hosts:
         meant = "127.0.0.1" if host in LOOPBACK_FORMS else "0.0.0.0"
-        meant = "169.254.169.254" if host in METADATA_FORMS else meant
         assert any(f"host {host.lower()} means {meant}:" in e for e in errors), (host, errors)
