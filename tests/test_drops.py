@@ -20,19 +20,27 @@ NOT_STARTED = ChannelPreconditionFailed(
     "PRECONDITION_FAILED - stream queue 'x_control' in vhost '/' does not have a running "
     "replica on the local node"
 )
+#: RabbitMQ 4.3's refusal of a consumer at a stream declared a moment before.
+NOT_REGISTERED = ChannelPreconditionFailed(
+    "PRECONDITION_FAILED - queue 'queue 'x_history' in vhost '/'' does not have a replica on "
+    "the local node"
+)
 
 
 async def test_a_stream_member_not_started_yet_passes_on_any_connection(
     broker: TestBroker,
 ) -> None:
-    """Refused because the stream has not started on its node: tried again, robust or not."""
+    """Refused because the stream has not started (or is not registered yet) on its node:
+    tried again, robust or not."""
     plain, robust = broker.connection, await aio_pika.connect_robust(broker.url)
     try:
         assert passing(robust, NOT_STARTED, robust.transport)
+        assert passing(robust, NOT_REGISTERED, robust.transport)
     finally:
         await robust.close()
     assert not isinstance(plain, AbstractRobustConnection)
     assert passing(plain, NOT_STARTED, plain.transport)
+    assert passing(plain, NOT_REGISTERED, plain.transport)
 
 
 def test_another_refusal_is_raised_at_once(broker: TestBroker) -> None:

@@ -3,7 +3,8 @@ node, or the robust connection dropped under the step.
 
 Just after a stream is declared (3.10), or for as long as its member takes to start after the
 node restarted (4.3), RabbitMQ refuses a declare (NOT_FOUND, "is down or inaccessible") or a
-consumer (PRECONDITION_FAILED, "does not have a running replica"), or closes the consumer's
+consumer (PRECONDITION_FAILED, "does not have a running replica", or "a replica" on 4.3
+just after the declare), or closes the consumer's
 whole connection (INTERNAL_ERROR); whatever else was under way on that connection fails with
 it. A step that only opens (declares, reads, consumes) is tried again once the connection is
 back; one that wrote something must not be.
@@ -26,8 +27,13 @@ from warren_cron.errors import BROKER_TROUBLE, CONNECTION_ERRORS
 RECOVERY_SECONDS = 30.0
 #: The pause between two tries (a drop's own wait is the connection's reconnect interval).
 RETRY_SECONDS = 0.5
-#: What RabbitMQ says of a stream or durable queue whose member has not started (yet).
-NOT_STARTED = ("is down or inaccessible", "does not have a running replica")
+#: What RabbitMQ says of a stream or durable queue whose member has not started (yet); 4.3
+#: says the last of a stream declared a moment before, until its member is registered.
+NOT_STARTED = (
+    "is down or inaccessible",
+    "does not have a running replica",
+    "does not have a replica on the local node",
+)
 R = TypeVar("R")
 
 
