@@ -50,8 +50,8 @@ from benchlib.common import (
 )
 
 import warren_cron
+from warren_cron.faultkit.waits import until
 from warren_cron.plan import RetryPlan
-from warren_cron.testing.waits import until
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,17 +25,17 @@ import tempfile
 from pathlib import Path
 
 from warren_cron.broker.connect import connect
+from warren_cron.faultkit.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
+from warren_cron.faultkit.install import available
+from warren_cron.faultkit.ledger import Ledger
+from warren_cron.faultkit.namespace import BrokerNamespace
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.processes import Procs, base_env
+from warren_cron.faultkit.scenario import Scenario
 from warren_cron.plan import RetryPlan
 from warren_cron.runtime.chatter import demote_reconnect_chatter
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.driver import FAULTS, UNSAFE_ON_CLASSIC, Chaos, ChaosConfig, ChaosResult
-from warren_cron.testing.install import available
-from warren_cron.testing.ledger import Ledger
-from warren_cron.testing.namespace import BrokerNamespace
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Procs, base_env
-from warren_cron.testing.scenario import Scenario
 
 EXIT_OK = 0
 EXIT_LOST = 1

@@ -28,10 +28,10 @@ import orjson
 from aio_pika.abc import AbstractIncomingMessage
 
 from warren_cron.broker.connect import connect
+from warren_cron.faultkit.processes import WARREN
 from warren_cron.names import Names
 from warren_cron.ops.namespace import NamespaceInUse, delete
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.testing.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the services' logs go; two demos at once (the test suite on two brokers) each need

@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from warren_cron.testing.install import RELEASES, Install
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
+from warren_cron.faultkit.install import RELEASES, Install
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,11 +17,11 @@ from tests.broker import LOCAL_URL, container_url, delete_all, local_names, reac
 from tests.inprocess import InProcess, InProcessWorkers
 from tests.namespace import SESSION_PREFIX, TestBroker, namespace_for
 from warren_cron.client import Client
+from warren_cron.faultkit.install import available as private_broker_available
+from warren_cron.faultkit.private_broker import PrivateBroker
 from warren_cron.monitor import Monitor, MonitorSettings
 from warren_cron.plan import RetryPlan
 from warren_cron.schedules.schedule import Schedule
-from warren_cron.testing.install import available as private_broker_available
-from warren_cron.testing.private_broker import PrivateBroker
 from warren_cron.worker.http import HttpHandler, http_options, new_session
 from warren_cron.worker.settings import WorkerSettings
 

@@ -12,12 +12,12 @@ from playwright.async_api import Page
 
 from tests.namespace import TestBroker
 from warren_cron.errors import PermanentError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.publisher import publishing
 from warren_cron.monitor import Monitor
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.schedules import commands
 from warren_cron.schedules.load import ScheduleSet
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,12 +15,12 @@ import aio_pika
 from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.envelope import Envelope, one_off_run_id
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event, encode, event
 from warren_cron.history.reader import read_stream
 from warren_cron.history.stream import declare_history
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.registry import Registry
 

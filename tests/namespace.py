@@ -11,9 +11,9 @@ import pytest
 from tests.broker import delete_all, exchange_exists
 from warren_cron.declare import Topology, declare_topology
 from warren_cron.delay import delay_objects
+from warren_cron.faultkit.namespace import BrokerNamespace
+from warren_cron.faultkit.waits import progressing
 from warren_cron.names import FINAL_KEY
-from warren_cron.testing.namespace import BrokerNamespace
-from warren_cron.testing.waits import progressing
 from warren_cron.worker.settings import WorkerSettings
 
 #: Every namespace of this run starts with this, so one sweep at the end finds leftovers.

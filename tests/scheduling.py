@@ -16,11 +16,11 @@ import orjson
 from tests.namespace import TestBroker
 from warren_cron import codec
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.scheduler.watermark import Watermark
 from warren_cron.schedules.load import ScheduleSet, load_schedules, parse_schedules
-from warren_cron.testing.waits import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 

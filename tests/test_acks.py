@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import plan
 from tests.helpers import envelope, publish, registry
 from tests.namespace import TestBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.context import TaskContext
 

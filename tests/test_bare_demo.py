@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from warren_cron.cli.broker_host import listening
-from warren_cron.testing.private_broker import free_port
+from warren_cron.faultkit.private_broker import free_port
 
 # Not marked ``broker``: it needs the machine's rabbitmq-server, not a running broker, and
 # starts the same node whatever release the run's other tests use.

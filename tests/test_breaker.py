@@ -17,8 +17,8 @@ from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
 from warren_cron.client import Client
 from warren_cron.clock import utcnow
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.breaker import Breaker, BreakerConfig, State
 from warren_cron.worker.fleet import Report, read_report

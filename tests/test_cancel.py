@@ -15,9 +15,9 @@ from tests.namespace import TestBroker
 from tests.scheduling import Spawner, env_for
 from warren_cron.client import CancelError, Client, SyncClient
 from warren_cron.client.runs import RunHandle
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.lifecycle import RunStatus
 from warren_cron.names import DELAY_LEVELS
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

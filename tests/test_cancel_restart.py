@@ -14,7 +14,7 @@ from tests.helpers import Recorder, registry
 from tests.namespace import TestBroker
 from tests.test_cancel import attempts_end
 from warren_cron.client import Client
-from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.faultkit.private_broker import PrivateBroker
 
 pytestmark = [pytest.mark.broker, pytest.mark.faults]
 #: How long the run cancelled after the restart is delayed.

@@ -18,7 +18,7 @@ from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import env_for
-from warren_cron.testing.processes import WARREN
+from warren_cron.faultkit.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.broker

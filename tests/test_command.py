@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from warren_cron.cli.main import SUBCOMMANDS, package_version
-from warren_cron.testing.processes import WARREN
+from warren_cron.faultkit.processes import WARREN
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The ops scripts kept under scripts/ as callers' paths, each the same as its subcommand.

@@ -15,7 +15,7 @@ from tests.namespace import TestBroker
 from tests.scheduling import Spawner
 from tests.test_overlap import two_workers, who_logged
 from warren_cron.errors import SettingsError
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.slots import Limit, parse_limits

@@ -26,10 +26,10 @@ from tests.scheduling import (
     write_schedules,
 )
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.history.run_fold import fold_runs
 from warren_cron.scheduler.service import Scheduler
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

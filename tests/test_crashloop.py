@@ -16,7 +16,7 @@ from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
 from warren_cron import codec
 from warren_cron.envelope import Envelope
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.crashloop import marker_key
 from warren_cron.worker.registry import Registry
 

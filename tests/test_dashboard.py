@@ -27,9 +27,9 @@ from tests.dashboard import (
 from tests.helpers import history, registry, wait_history
 from tests.scheduling import write_schedules
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.schedules.control import read_pauses
 from warren_cron.schedules.status_rows import OVERDUE_GRACE
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

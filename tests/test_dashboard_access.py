@@ -22,9 +22,9 @@ from tests.api import TOKENS, Api, bearer, served_api
 from tests.dashboard import free_port
 from tests.failed_records import put_failed
 from tests.namespace import TestBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.monitor.web.auth import COOKIE, Auth
 from warren_cron.monitor.web.throttle import LoginThrottle
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: Buttons and links that change something: none is shown to a viewer.

@@ -16,7 +16,7 @@ from tests.dashboard import free_port
 from tests.namespace import TestBroker
 from tests.test_cancel_command import fired_ahead
 from warren_cron.client import Client
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.broker
 TOKEN = "dashboard-token-for-cancel-tests"

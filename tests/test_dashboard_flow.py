@@ -15,6 +15,7 @@ from tests.dashboard import free_port
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.test_concurrency_limits import limited_workers
+from warren_cron.faultkit.waits import eventually
 from warren_cron.flowlimits import FlowLimits
 from warren_cron.history.events import Event
 from warren_cron.monitor import mount
@@ -24,7 +25,6 @@ from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.monitor.status_keeper import StatusKeeper
 from warren_cron.monitor.web.app import create_app
 from warren_cron.monitor.web.dashboard import DASHBOARD
-from warren_cron.testing.waits import eventually
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 EVIL = "<script>alert(1)</script>"

@@ -15,13 +15,13 @@ from tests.dashboard import free_port
 from tests.helpers import fired_and_tried, write_history
 from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import event
 from warren_cron.history.reader import Budget, Start, read_messages
 from warren_cron.history.recent import CLOCK_SLACK, one_run
 from warren_cron.history.run_fold import Run
 from warren_cron.monitor.console.recent import PER_SCHEDULE
 from warren_cron.ops import runs
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

@@ -10,7 +10,7 @@ import pytest
 from tests.api import SPEC, Api, bearer
 from tests.helpers import wait_history
 from tests.namespace import TestBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.broker
 

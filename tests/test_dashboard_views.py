@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.failed.tally import Progress
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.monitor import mount
 from warren_cron.monitor.console import failed_index
@@ -31,7 +32,6 @@ from warren_cron.monitor.web.app import create_app
 from warren_cron.monitor.web.dashboard import DASHBOARD
 from warren_cron.names import Names
 from warren_cron.records import FailedRecord, record_from
-from warren_cron.testing.waits import eventually
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 

@@ -16,9 +16,9 @@ from warren_cron.client import Client, RetryPlan
 from warren_cron.clock import utcnow
 from warren_cron.delay import delay_objects
 from warren_cron.errors import BrokerError
+from warren_cron.faultkit.private_broker import PrivateBroker, holding
+from warren_cron.faultkit.waits import NeverHappened, eventually
 from warren_cron.history.events import Event
-from warren_cron.testing.private_broker import PrivateBroker, holding
-from warren_cron.testing.waits import NeverHappened, eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

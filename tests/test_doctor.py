@@ -19,11 +19,11 @@ from tests.failed_records import put_failed, run_warren, script_env
 from tests.namespace import TestBroker
 from warren_cron.broker.management import Management
 from warren_cron.declare import queue_arguments
+from warren_cron.faultkit.install import available, release
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.ops.doctor import diagnose
 from warren_cron.ops.doctor_survey import Timeouts
-from warren_cron.testing.install import available, release
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.broker

@@ -14,6 +14,7 @@ from tests.failed_records import ROOT, put_failed, run_warren
 from tests.helpers import envelope
 from tests.namespace import TestBroker
 from warren_cron.failed.tally import Tally
+from warren_cron.faultkit.waits import eventually
 from warren_cron.monitor import mount
 from warren_cron.monitor.api.failed import _moved
 from warren_cron.monitor.mount import Dashboard
@@ -23,7 +24,6 @@ from warren_cron.monitor.web.app import create_app
 from warren_cron.monitor.web.dashboard import DASHBOARD
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record
-from warren_cron.testing.waits import eventually
 
 
 async def _put_run_ids(broker: TestBroker, *run_ids: str) -> None:

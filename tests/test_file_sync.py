@@ -14,11 +14,11 @@ from tests.namespace import TestBroker
 from tests.scheduling import Schedulers, every, fire_times, write_schedules
 from warren_cron.client import Client
 from warren_cron.errors import NameTaken
+from warren_cron.faultkit.waits import eventually
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.apply import SCHEDULER_FILE, Step
 from warren_cron.store.changes import Entry
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

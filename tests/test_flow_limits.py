@@ -16,10 +16,10 @@ from tests.namespace import TestBroker
 from tests.test_concurrency_limits import limited_workers
 from warren_cron import codec
 from warren_cron.errors import MessageDecodeError, ScheduleError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.flowlimits import MAX_KEY_TEXT, FlowLimits, key_value
 from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.schedules.load import parse_schedules
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.slots import Limit
 
 WHEN = datetime(2026, 5, 1, 2, 30, tzinfo=UTC)

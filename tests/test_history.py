@@ -14,9 +14,9 @@ from tests.helpers import Recorder, envelope, publish, registry, wait_history
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
 from warren_cron.errors import PermanentError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.history.run_fold import fold_runs
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.consumer import Worker
 from warren_cron.worker.context import TaskContext
 

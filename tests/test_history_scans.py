@@ -17,13 +17,13 @@ from tests.helpers import fired_and_tried, write_history
 from tests.inprocess import InProcess
 from tests.namespace import TestBroker
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history import reader
 from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor import Monitor
 from warren_cron.monitor.settings import MonitorSettings
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: Events in the namespace's history: many times the bound the tests set.

@@ -19,6 +19,8 @@ import warren_cron.history.reader as reader_module
 from tests.namespace import TestBroker
 from warren_cron.broker.connect import connect
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event, decode, encode, event
 from warren_cron.history.follow import StreamFollower
 from warren_cron.history.losses import Losses
@@ -27,8 +29,6 @@ from warren_cron.history.reader import End, read_stream
 from warren_cron.history.stream import SEGMENT_BYTES, declare_history
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 
 #: Drops in a row before the read opens: more than a fixed count of tries would outlast.
 DROPS = 4

@@ -11,7 +11,7 @@ from tests.api import Api
 from tests.failed_records import put_failed
 from tests.helpers import registry, wait_history
 from tests.namespace import TestBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

@@ -14,7 +14,7 @@ import pytest
 from tests.api import TOKENS, Api, bearer
 from tests.helpers import registry
 from warren_cron.errors import PermanentError
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

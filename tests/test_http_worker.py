@@ -13,7 +13,7 @@ from tests.helpers import envelope, publish, wait_history
 from tests.namespace import TestBroker
 from tests.test_history import of_type
 from tests.webhook import Endpoint, bodies, serve
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.broker
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import warren_cron
-from warren_cron.testing.processes import base_env
+from warren_cron.faultkit.processes import base_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -289,11 +289,11 @@ def test_the_chaos_script_runs_on_the_base_install(tmp_path: Path) -> None:
 
 
 def test_every_test_support_module_imports_on_the_base_install(tmp_path: Path) -> None:
-    """Each module of ``warren_cron.testing`` imports where the test extras are hidden."""
+    """Each module of ``warren_cron.faultkit`` imports where the test extras are hidden."""
     probe = (
-        "import importlib, pkgutil, warren_cron.testing as support\n"
+        "import importlib, pkgutil, warren_cron.faultkit as support\n"
         "for module in pkgutil.iter_modules(support.__path__):\n"
-        "    importlib.import_module(f'warren_cron.testing.{module.name}')\n"
+        "    importlib.import_module(f'warren_cron.faultkit.{module.name}')\n"
     )
     result = on_base_install(tmp_path, ["-c", probe])
     assert result.returncode == 0, result.stderr[-3000:]

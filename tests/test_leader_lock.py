@@ -19,10 +19,10 @@ from tests.scheduling import (
     write_schedules,
 )
 from warren_cron.broker.exclusive import consumer_count, try_exclusive
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler.leader import LeaderLock
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.schedules.load import load_schedules
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

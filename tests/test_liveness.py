@@ -17,13 +17,13 @@ from tests.test_scheduler_cli import TICK, scheduler_env
 from tests.test_status import status
 from tests.webhook import Endpoint, conditions, serve
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.status_fold import StatusFold
 from warren_cron.monitor import Monitor
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.heartbeats import Beat, SchedulerView, decode_beat
 from warren_cron.schedules.load import load_schedules
 from warren_cron.schedules.status_rows import status_rows
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=utcnow().tzinfo)

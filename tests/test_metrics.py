@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from warren_cron.faultkit.private_broker import free_port
 from warren_cron.runtime.metrics import ATTEMPTS, Health, serve_metrics
-from warren_cron.testing.private_broker import free_port
 
 
 @pytest.fixture

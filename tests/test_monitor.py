@@ -17,10 +17,10 @@ from tests.failed_records import ROOT, put_failed
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, bodies, conditions, serve
+from warren_cron.faultkit.waits import eventually
 from warren_cron.headers import H_ATTEMPTS, H_FAILED_AT, H_REASON, H_SCHEDULE
 from warren_cron.monitor.alerts import Condition, Digest
 from warren_cron.records import record_from
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

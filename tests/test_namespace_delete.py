@@ -18,13 +18,13 @@ from tests.failed_records import run_warren
 from tests.namespace import TestBroker
 from warren_cron.broker.management import Management
 from warren_cron.client import Client
+from warren_cron.faultkit.install import available
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.stream import declare_history
 from warren_cron.names import Names
 from warren_cron.ops.namespace_shapes import owned
 from warren_cron.store.admin import ScheduleAdmin
-from warren_cron.testing.install import available
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: The namespaces beside ``acc``: one it is a prefix of, and two whose names have the shape

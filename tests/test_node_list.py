@@ -12,8 +12,8 @@ from aio_pika.abc import AbstractConnection
 from warren_cron.broker.connect import connect
 from warren_cron.broker.exclusive import plain_connection
 from warren_cron.errors import BrokerUnavailable, SettingsError
+from warren_cron.faultkit.private_broker import PrivateBroker, free_port
 from warren_cron.runtime.settings import CronSettings, load_settings
-from warren_cron.testing.private_broker import PrivateBroker, free_port
 
 
 def port_of(connection: AbstractConnection) -> int | None:

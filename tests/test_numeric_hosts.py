@@ -23,8 +23,8 @@ from tests.helpers import envelope, publish_all
 from tests.namespace import TestBroker
 from tests.test_destinations import Answers, policy
 from warren_cron.errors import DestinationDenied, SettingsError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.runtime.settings import load_settings
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.destinations import DEFAULT_DENY
 from warren_cron.worker.resolver import PolicyResolver
 from warren_cron.worker.settings import WorkerSettings

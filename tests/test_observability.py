@@ -13,9 +13,9 @@ from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish, registry
 from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for, wait_published, write_schedules
+from warren_cron.faultkit.private_broker import free_port
+from warren_cron.faultkit.waits import eventually
 from warren_cron.runtime.process import start_metrics
-from warren_cron.testing.private_broker import free_port
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.__main__ import health_checks
 
 pytestmark = pytest.mark.broker

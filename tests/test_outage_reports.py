@@ -11,11 +11,11 @@ from aiormq.exceptions import AMQPConnectionError, ConnectionClosed
 from structlog.testing import capture_logs
 
 from warren_cron.broker.outage import OutageLog
+from warren_cron.faultkit.private_broker import free_port
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.scheduler.settings import SchedulerSettings
 from warren_cron.schedules.load import parse_schedules
-from warren_cron.testing.private_broker import free_port
-from warren_cron.testing.waits import eventually
 
 
 class Connection:

@@ -17,7 +17,7 @@ from tests.conftest import plan
 from tests.helpers import Recorder, envelope, publish
 from tests.namespace import TestBroker
 from tests.scheduling import Process, Spawner, env_for
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.broker

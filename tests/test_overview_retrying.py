@@ -16,10 +16,10 @@ from tests.namespace import TestBroker
 from tests.scheduling import write_schedules
 from warren_cron.client import Client
 from warren_cron.errors import RetryableError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.publisher import publishing
 from warren_cron.monitor import Monitor
 from warren_cron.schedules import commands
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

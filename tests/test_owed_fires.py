@@ -25,10 +25,10 @@ from tests.scheduling import (
 )
 from warren_cron.client import Client
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.schedules.load import load_schedules
 from warren_cron.store.stored import StoredSchedule
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

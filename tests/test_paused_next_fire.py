@@ -17,9 +17,9 @@ from tests.pausing import schedules_script
 from tests.scheduling import every, write_schedules
 from tests.test_status import status
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.monitor import Monitor
 from warren_cron.scheduler.service import Scheduler
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: A schedule firing once a year, half a year from now: its next fire is days ahead.

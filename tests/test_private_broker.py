@@ -7,8 +7,8 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from warren_cron.testing.install import Install
-from warren_cron.testing.private_broker import PrivateBroker, node_port
+from warren_cron.faultkit.install import Install
+from warren_cron.faultkit.private_broker import PrivateBroker, node_port
 
 pytestmark = pytest.mark.faults
 

@@ -19,8 +19,8 @@ from tests.scheduling import Spawner, env_for
 from tests.test_concurrency_limits import limited_workers
 from warren_cron.broker.exclusive import exists
 from warren_cron.errors import SettingsError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.flowlimits import FlowLimits, Rate, parse_rate
-from warren_cron.testing.waits import eventually
 from warren_cron.worker import rates
 from warren_cron.worker.rates import RateRule, Windows, parse_rates, window_queue
 

@@ -13,9 +13,9 @@ from structlog.testing import capture_logs
 from tests.namespace import TestBroker
 from tests.scheduling import Schedulers, every, write_schedules
 from warren_cron.errors import ScheduleError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler import service
 from warren_cron.schedules.load import ScheduleSet, load_schedules, parse_schedules
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

@@ -12,8 +12,8 @@ from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.headers import H_SPENT, attempt_number
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.fate import Action, decide
 from warren_cron.worker.retry_after import retry_after, retry_after_hold

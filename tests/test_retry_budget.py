@@ -10,7 +10,7 @@ from tests.conftest import plan
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from tests.webhook import Endpoint, serve
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.budget import RetryBudget
 from warren_cron.worker.fleet import read_report
 

@@ -8,11 +8,11 @@ import pytest
 from tests.api import TOKENS, Api, bearer
 from tests.failed_records import put_failed
 from tests.namespace import TestBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.monitor.api.failed import ENDPOINTS as FAILED
 from warren_cron.monitor.api.runs import ENDPOINTS as RUNS
 from warren_cron.monitor.api.schedules import ENDPOINTS as SCHEDULES
 from warren_cron.monitor.roles import NEEDS
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 

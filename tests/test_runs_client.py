@@ -14,8 +14,8 @@ from tests.namespace import TestBroker
 from warren_cron.client import Client, SyncClient
 from warren_cron.client.runs import RunHandle
 from warren_cron.errors import PermanentError, RunFailed, RunTimeout
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.lifecycle import RunStatus
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

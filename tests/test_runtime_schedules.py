@@ -13,7 +13,7 @@ from tests.namespace import TestBroker
 from tests.scheduling import Schedulers, every, fire_times, write_schedules
 from warren_cron.client import Client
 from warren_cron.clock import utcnow
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

@@ -21,6 +21,7 @@ from tests.test_scheduler_cli import scheduler_env
 from warren_cron.client import Client
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.errors import ScheduleError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.status_fold import StatusFold
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.schedules.control import Pause, read_pauses
@@ -28,7 +29,6 @@ from warren_cron.schedules.load import parse_schedules
 from warren_cron.schedules.schedule import Schedule, build_schedule
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.schedules.status_rows import status_rows
-from warren_cron.testing.waits import eventually
 
 SECOND = timedelta(seconds=1)
 MINUTE = timedelta(minutes=1)

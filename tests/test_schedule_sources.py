@@ -19,7 +19,7 @@ from tests.failed_records import json_out, run_warren
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script
 from tests.scheduling import every, write_schedules
-from warren_cron.testing.private_broker import free_port
+from warren_cron.faultkit.private_broker import free_port
 
 pytestmark = pytest.mark.broker
 

@@ -29,7 +29,7 @@ from tests.scheduling import (
     write_schedules,
 )
 from warren_cron.clock import utc_text, utcnow
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

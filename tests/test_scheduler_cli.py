@@ -17,8 +17,8 @@ import pytest
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script
 from tests.scheduling import ROOT, Spawner, env_for, fire_times, write_schedules
+from warren_cron.faultkit.waits import eventually
 from warren_cron.scheduler.__main__ import NO_FILE
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)

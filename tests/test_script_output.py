@@ -10,7 +10,7 @@ import pytest
 
 from tests.failed_records import ROOT, put_failed, script_env
 from tests.namespace import TestBroker
-from warren_cron.testing.processes import WARREN
+from warren_cron.faultkit.processes import WARREN
 
 pytestmark = pytest.mark.broker
 

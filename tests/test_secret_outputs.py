@@ -24,9 +24,9 @@ from tests.namespace import TestBroker
 from tests.test_secret_echo import BASIC, ENV_SECRET, FILE_SECRET, SECRETS, secret_headers
 from tests.webhook import Endpoint, serve
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.redaction import REDACTED
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 STATUSES = (302, 403, 500)

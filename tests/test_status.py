@@ -21,13 +21,13 @@ from tests.webhook import Endpoint, bodies, conditions, serve
 from warren_cron.clock import utc_text, utcnow
 from warren_cron.envelope import Envelope
 from warren_cron.errors import PermanentError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import encode, event
 from warren_cron.history.snapshot import read_fold
 from warren_cron.history.stream import declare_history
 from warren_cron.monitor import Monitor
 from warren_cron.schedules.control import send_command
 from warren_cron.schedules.load import ScheduleSet
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

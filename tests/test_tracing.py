@@ -21,9 +21,9 @@ from tests.otlp_receiver import Receiver, Span, receiving
 from tests.scheduling import Process, env_for, every, write_schedules
 from tests.webhook import Endpoint, serve
 from warren_cron.codec import encode
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.otel_tracing import run_ids
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 #: Spans leave a process's buffer this often (ms): the test waits for them, not for 5 s.

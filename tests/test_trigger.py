@@ -16,8 +16,8 @@ from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import every, published, write_schedules
 from warren_cron.clock import utc_text, utcnow
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.run_fold import fold_runs
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

@@ -19,9 +19,9 @@ from tests.helpers import envelope, publish, wait_history
 from tests.namespace import TestBroker
 from tests.test_secret_outputs import export_outputs, failed_all, pages, script_outputs
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history.events import Event
 from warren_cron.redaction import REDACTED
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.broker
 TOKEN = "SECRET123-query-token-0a1b2c"

@@ -10,7 +10,7 @@ import aio_pika
 import pytest
 
 from tests.namespace import TestBroker
-from warren_cron.testing.waits import NeverHappened, progressing
+from warren_cron.faultkit.waits import NeverHappened, progressing
 
 
 async def test_a_count_that_keeps_moving_is_waited_for_past_its_stall_bound() -> None:

@@ -13,8 +13,8 @@ from tests.helpers import Recorder, envelope, publish, publish_raw, registry
 from tests.namespace import TestBroker
 from warren_cron import codec
 from warren_cron.errors import PermanentError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.headers import rejections
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker

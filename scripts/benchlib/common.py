@@ -25,11 +25,11 @@ from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.delay import delay_objects
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.waits import until
 from warren_cron.names import FINAL_KEY, Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.waits import until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"

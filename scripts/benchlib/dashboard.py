@@ -29,7 +29,7 @@ from warren_cron.declare import declare_topology
 from warren_cron.failed.export import restored_message
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.store import read_records
-from warren_cron.testing.waits import until
+from warren_cron.faultkit.waits import until
 
 TARGET_SECONDS = 0.3
 PORT = 18_088

@@ -44,7 +44,7 @@ from benchlib.scheduling import (
     start_scheduler,
     toml_time,
 )
-from warren_cron.testing.waits import until
+from warren_cron.faultkit.waits import until
 
 #: Cron schedules of the burst use this many distinct expressions.
 CRON_VARIETY = 59

@@ -31,7 +31,7 @@ from benchlib.common import (
     worker_env,
 )
 from benchlib.http import PLAN, endpoint, payload
-from warren_cron.testing.waits import until
+from warren_cron.faultkit.waits import until
 
 CALLGRIND = ["valgrind", "--tool=callgrind"]
 

@@ -38,7 +38,7 @@ from benchlib.scheduling import (
 )
 from warren_cron.broker.batch import Sent, publish_batch
 from warren_cron.codec import Outgoing, fire_outgoing
-from warren_cron.testing.waits import until
+from warren_cron.faultkit.waits import until
 
 #: Fires of the first seconds are left out: the processes are still warming up.
 WARMUP_SECONDS = 3.0

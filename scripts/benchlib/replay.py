@@ -26,9 +26,9 @@ from benchlib.scheduling import PLAN, PLAN_ENV
 from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.processes import WARREN
 from warren_cron.names import FAILED_KEY, Names
 from warren_cron.records import Failure, envelope_record
-from warren_cron.testing.processes import WARREN
 
 
 async def fill_failed(bench: Bench, count: int) -> None:

@@ -30,7 +30,7 @@ from benchlib.common import Bench, LineCounter, cpu_seconds, log_time, print_tab
 from benchlib.lag import percentile
 from benchlib.scheduling import LEADING, PLAN, PUBLISHED, events, start
 from warren_cron.client import Client
-from warren_cron.testing.waits import until
+from warren_cron.faultkit.waits import until
 
 CHANGED = b'"event":"runtime schedule changed"'
 STANDING_BY = b'"event":"standing by: another scheduler leads"'

@@ -34,11 +34,11 @@ from benchlib.common import (
     worker_env,
 )
 from benchlib.http import endpoint
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.waits import until
 from warren_cron.plan import RetryPlan
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.waits import until
 
 QUORUM = CronSettings.model_construct(queue_type="quorum")
 PLAN = RetryPlan((1000,))

@@ -13,8 +13,8 @@ import orjson
 
 from benchlib.common import DEFAULTS, ROOT, Bench, LineCounter, cron_env, reap
 from warren_cron.declare import declare_topology
+from warren_cron.faultkit.waits import until
 from warren_cron.plan import RetryPlan
-from warren_cron.testing.waits import until
 
 #: Every benchmark schedule uses this one-step plan, so one retry queue is declared.
 PLAN_ENV = {"CRON_MAX_RETRIES": "1", "CRON_RETRY_DELAY_MS": "1000"}

@@ -24,9 +24,9 @@ from typing import Any
 import aio_pika
 
 from benchlib.common import DEFAULTS, ROOT, Bench, cron_env, print_table
+from warren_cron.faultkit.processes import WARREN
 from warren_cron.history.events import encode, event
 from warren_cron.history.stream import declare_history
-from warren_cron.testing.processes import WARREN
 
 #: Targets on the reference machine when quiet, in seconds.
 TARGETS = {"warren --help": 0.25, "warren enqueue": 0.5}

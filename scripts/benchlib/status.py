@@ -30,11 +30,11 @@ import orjson
 from benchlib.common import DEFAULTS, ROOT, Bench, Run, cron_env, print_table, reap
 from benchlib.scheduling import schedules_text, start
 from warren_cron.clock import utc_text
+from warren_cron.faultkit.processes import WARREN
+from warren_cron.faultkit.waits import until
 from warren_cron.history.events import encode, event
 from warren_cron.history.snapshot import read_fold
 from warren_cron.history.stream import declare_history
-from warren_cron.testing.processes import WARREN
-from warren_cron.testing.waits import until
 
 TARGET_SECONDS = 3.0
 #: Events per stream message, as ``HistoryPublisher`` sends them.

@@ -16,15 +16,15 @@ from tests.faults.test_scheduler_faults import LEADING
 from tests.namespace import TestBroker, namespace_for
 from warren_cron.broker.connect import connect
 from warren_cron.envelope import Envelope
+from warren_cron.faultkit.install import release
+from warren_cron.faultkit.ledger import Fate, Ledger
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.processes import Proc, Procs, base_env
+from warren_cron.faultkit.scenario import StillInFlight
+from warren_cron.faultkit.waits import NeverHappened, eventually
+from warren_cron.faultkit.workload import ledger_envelope, workload
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.install import release
-from warren_cron.testing.ledger import Fate, Ledger
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Proc, Procs, base_env
-from warren_cron.testing.scenario import StillInFlight
-from warren_cron.testing.waits import NeverHappened, eventually
-from warren_cron.testing.workload import ledger_envelope, workload
 
 #: Workers whose attempts may outlast a node's failure detection (the nodes' own consumer
 #: timeout, 4 s, is raised for them while the test runs).

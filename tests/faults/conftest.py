@@ -14,11 +14,11 @@ from tests.conftest import Node
 from tests.faults.harness import FaultScenario
 from tests.inprocess import InProcessWorkers
 from tests.namespace import TestBroker
-from warren_cron.testing.install import available as private_broker_available
-from warren_cron.testing.ledger import Ledger
-from warren_cron.testing.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Procs, base_env
+from warren_cron.faultkit.install import available as private_broker_available
+from warren_cron.faultkit.ledger import Ledger
+from warren_cron.faultkit.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.processes import Procs, base_env
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tests.namespace import TestBroker
-from warren_cron.testing.ledger import Report
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.scenario import Scenario
+from warren_cron.faultkit.ledger import Report
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.scenario import Scenario
 
 #: How long a frozen broker stays frozen: aiormq gives up on a connection after
 #: 3 x (heartbeat + 1) s without a frame, 9 s at the fault tests' 2 s heartbeat.

@@ -10,7 +10,7 @@ import pytest
 
 from tests.faults.harness import FaultScenario
 from warren_cron import codec
-from warren_cron.testing.workload import workload
+from warren_cron.faultkit.workload import workload
 
 pytestmark = pytest.mark.faults
 

@@ -12,8 +12,8 @@ import pytest
 from tests.faults.harness import FaultScenario
 from tests.webhook import Endpoint, serve
 from warren_cron.clock import utcnow
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.workload import ledger_envelope
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from tests.faults.harness import FaultScenario
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.waits import eventually
-from warren_cron.testing.workload import misplaced, workload
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.waits import eventually
+from warren_cron.faultkit.workload import misplaced, workload
 
 pytestmark = pytest.mark.faults
 

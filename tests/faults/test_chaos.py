@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import FaultScenario
+from warren_cron.faultkit.driver import FAULTS, Chaos, ChaosConfig
 from warren_cron.plan import RetryPlan
-from warren_cron.testing.driver import FAULTS, Chaos, ChaosConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

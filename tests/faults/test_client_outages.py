@@ -10,8 +10,8 @@ import pytest
 
 from tests.namespace import TestBroker
 from warren_cron.client import BrokerUnavailable, Client, CreatesCut, StoredSchedule, Unconfirmed
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.faults
 

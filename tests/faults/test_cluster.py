@@ -41,11 +41,11 @@ from tests.faults.test_scheduler_faults import (
     schedules_file,
     spawn_scheduler,
 )
-from warren_cron.testing.ledger import Fate, Ledger
-from warren_cron.testing.private_broker import NET_TICKTIME_SECONDS
-from warren_cron.testing.private_cluster import PrivateCluster
-from warren_cron.testing.waits import eventually
-from warren_cron.testing.workload import workload
+from warren_cron.faultkit.ledger import Fate, Ledger
+from warren_cron.faultkit.private_broker import NET_TICKTIME_SECONDS
+from warren_cron.faultkit.private_cluster import PrivateCluster
+from warren_cron.faultkit.waits import eventually
+from warren_cron.faultkit.workload import workload
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
 

@@ -10,8 +10,8 @@ import pytest
 from tests.faults import cluster
 from tests.faults.cluster import stuck_on_3_10
 from tests.faults.harness import ClusterScenario
+from warren_cron.faultkit.scenario import StillInFlight
 from warren_cron.names import Names
-from warren_cron.testing.scenario import StillInFlight
 
 NAMES = Names("verdict")
 SCENARIO = cast(ClusterScenario, SimpleNamespace(names=NAMES))

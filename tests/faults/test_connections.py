@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.waits import eventually
-from warren_cron.testing.workload import ledger_envelope, workload
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.waits import eventually
+from warren_cron.faultkit.workload import ledger_envelope, workload
 
 pytestmark = pytest.mark.faults
 

@@ -12,8 +12,8 @@ from tests.echo import CONTEXT, HOSTILE, echoing, traces
 from tests.faults.harness import FaultScenario
 from tests.faults.test_bad_input import publish_raw, task
 from tests.test_echo_encodings import FORM, by_form
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.workload import ledger_envelope
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 #: Named by reference: only the worker's environment holds it.

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 from tests.conftest import plan
 from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
-from warren_cron.testing.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.private_broker import CONSUMER_TIMEOUT_MS, PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.registry import Registry
 

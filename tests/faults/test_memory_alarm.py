@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tests.faults.harness import FaultScenario
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.ledger_handlers import LedgerHandler
-from warren_cron.testing.waits import eventually
-from warren_cron.testing.worker_tasks import TASK
-from warren_cron.testing.workload import ledger_envelope
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.ledger_handlers import LedgerHandler
+from warren_cron.faultkit.waits import eventually
+from warren_cron.faultkit.worker_tasks import TASK
+from warren_cron.faultkit.workload import ledger_envelope
 from warren_cron.worker.registry import Registry
 
 pytestmark = pytest.mark.faults

@@ -13,12 +13,12 @@ from tests.faults.harness import FREEZE_SECONDS, FaultScenario
 from tests.namespace import TestBroker
 from warren_cron.failed.replay import WINDOW, Replayer, ReplayOptions
 from warren_cron.failed.select import RecordFilter
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.processes import WARREN, Proc
+from warren_cron.faultkit.waits import eventually
+from warren_cron.faultkit.workload import ledger_envelope
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.processes import WARREN, Proc
-from warren_cron.testing.waits import eventually
-from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.processes import Proc, Procs
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.processes import Proc, Procs
 
 pytestmark = pytest.mark.faults
 

@@ -11,7 +11,7 @@ import pytest
 from tests.namespace import TestBroker
 from tests.pausing import schedules_script, wait_events
 from tests.scheduling import Process, Spawner, env_for, every, fire_times, write_schedules
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.faults
 

@@ -15,9 +15,9 @@ import pytest
 
 from tests.faults.harness import FREEZE_SECONDS, FaultScenario, Judged
 from warren_cron.clock import utc_text
-from warren_cron.testing.ledger import Report
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.waits import eventually
+from warren_cron.faultkit.ledger import Report
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.waits import eventually
 
 pytestmark = pytest.mark.faults
 

@@ -21,11 +21,11 @@ import pytest
 from tests.faults.harness import FaultScenario
 from tests.faults.test_scheduler_faults import schedules_file, spawn_scheduler
 from warren_cron.broker.connect import connect
+from warren_cron.faultkit.private_broker import free_port
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.waits import NeverHappened, eventually, progressing
 from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
-from warren_cron.testing.private_broker import free_port
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.waits import NeverHappened, eventually, progressing
 
 pytestmark = pytest.mark.faults
 

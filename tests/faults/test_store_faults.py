@@ -12,9 +12,9 @@ import pytest
 from tests.namespace import TestBroker
 from tests.scheduling import Spawner, env_for, write_schedules
 from warren_cron.client import Client
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.store import book
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 
 pytestmark = pytest.mark.faults
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.harness import FaultScenario
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.workload import ledger_envelope
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

@@ -14,10 +14,10 @@ from tests.helpers import registry
 from tests.namespace import TestBroker
 from warren_cron.client import Client
 from warren_cron.clock import utcnow
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import eventually
 from warren_cron.history import follow
 from warren_cron.schedules.heartbeats import Beat
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import eventually
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.faults

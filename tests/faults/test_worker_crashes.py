@@ -9,13 +9,13 @@ import orjson
 import pytest
 
 from tests.faults.harness import FaultScenario
+from warren_cron.faultkit.ledger import Fate
+from warren_cron.faultkit.private_broker import holding
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.waits import NeverHappened, eventually
+from warren_cron.faultkit.workload import ledger_envelope
 from warren_cron.headers import x_death
 from warren_cron.plan import RetryPlan
-from warren_cron.testing.ledger import Fate
-from warren_cron.testing.private_broker import holding
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.waits import NeverHappened, eventually
-from warren_cron.testing.workload import ledger_envelope
 
 pytestmark = pytest.mark.faults
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from warren_cron.cli.broker_up import NoBroker, say
-from warren_cron.testing.install import BrokerNodeError, Install, available
-from warren_cron.testing.private_broker import PrivateBroker
-from warren_cron.testing.waits import NeverHappened, until
+from warren_cron.faultkit.install import BrokerNodeError, Install, available
+from warren_cron.faultkit.private_broker import PrivateBroker
+from warren_cron.faultkit.waits import NeverHappened, until
 
 #: Compose waits for the health check (up to 30 tries, 5 s apart); pulling the image comes first.
 COMPOSE_SECONDS = 600

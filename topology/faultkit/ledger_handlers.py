@@ -1,7 +1,7 @@
 """The ledger handler: records every attempt, then behaves as its payload says.
 
-Worker processes register it with ``CRON_HANDLER_MODULES=warren_cron.testing.worker_tasks`` and find
-the ledger file in ``WARREN_TEST_LEDGER``. Payload fields (all optional):
+Worker processes register it with ``CRON_HANDLER_MODULES=warren_cron.faultkit.worker_tasks``
+and find the ledger file in ``WARREN_TEST_LEDGER``. Payload fields (all optional):
 
 - ``fails``: fail with a retryable error while the attempt number is at most this (-1: always);
 - ``permanent``: fail with ``PermanentError``;
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from warren_cron.errors import PermanentError
-from warren_cron.testing.ledger import Ledger
+from warren_cron.faultkit.ledger import Ledger
 from warren_cron.worker.context import TaskContext
 
 LEDGER_ENV = "WARREN_TEST_LEDGER"

@@ -7,8 +7,8 @@
 #   rabbitmq_root.sh RELEASE unmount   unmount them again (when no node of it runs any more)
 #
 # RELEASE is 4.0 (Debian trixie: rabbitmq-server 4.0.5, Erlang 27) or 4.3 (Debian sid:
-# 4.3.x, Erlang 29). warren_cron.testing.install asks for the root (WARREN_RABBITMQ=4.0 or
-# 4.3); nodes are started and stopped by warren_cron.testing.private_broker.
+# 4.3.x, Erlang 29). warren_cron.faultkit.install asks for the root (WARREN_RABBITMQ=4.0 or
+# 4.3); nodes are started and stopped by warren_cron.faultkit.private_broker.
 #
 # WARREN_RABBITMQ4_ROOT (4.0, default /var/cache/warren/rabbitmq4) and WARREN_RABBITMQ43_ROOT
 # (4.3, default /var/cache/warren/rabbitmq43) choose the cache directories.
@@ -69,7 +69,7 @@ unmount)
     done
     ;;
 *)
-    echo "usage: $0 4.0|4.3 root|unmount   (nodes are started by warren_cron.testing.private_broker)" >&2
+    echo "usage: $0 4.0|4.3 root|unmount   (nodes are started by warren_cron.faultkit.private_broker)" >&2
     exit 2
     ;;
 esac

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from warren_cron.testing.install import BrokerNodeError, Install
+from warren_cron.faultkit.install import BrokerNodeError, Install
 
 ERL_CALL = "/usr/lib/erlang/bin/erl_call"
 #: Every queue of the default vhost with its messages (ready and unacked), as "name count "

@@ -8,8 +8,8 @@ from typing import Any
 
 from warren_cron.clock import utcnow
 from warren_cron.envelope import Envelope
-from warren_cron.testing.ledger import Fate, Report
-from warren_cron.testing.worker_tasks import TASK
+from warren_cron.faultkit.ledger import Fate, Report
+from warren_cron.faultkit.worker_tasks import TASK
 
 
 def ledger_envelope(kind: str, **payload: Any) -> Envelope:

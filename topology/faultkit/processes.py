@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from warren_cron.testing.waits import NeverHappened, eventually
+from warren_cron.faultkit.waits import NeverHappened, eventually
 
 #: The ``warren`` console script installed beside the interpreter running this.
 WARREN = str(Path(sys.executable).with_name("warren"))
@@ -123,7 +123,7 @@ def base_env(url: str, namespace: str, ledger: Path, queue_type: str = "classic"
         CRON_AMQP_URL=url,
         CRON_NAMESPACE=namespace,
         CRON_QUEUE_TYPE=queue_type,
-        CRON_HANDLER_MODULES="warren_cron.testing.worker_tasks",
+        CRON_HANDLER_MODULES="warren_cron.faultkit.worker_tasks",
         CRON_LOG_FORMAT="json",
         CRON_HEARTBEAT_SECONDS="2",
         CRON_CONSUMER_TIMEOUT_SECONDS="4",

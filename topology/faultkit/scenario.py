@@ -22,17 +22,17 @@ from warren_cron.broker.inspect import fingerprint
 from warren_cron.declare import PlanDeclarer, QueueType, declare_topology
 from warren_cron.envelope import Envelope
 from warren_cron.errors import CONNECTION_ERRORS
+from warren_cron.faultkit.install import BrokerNodeError
+from warren_cron.faultkit.ledger import Ledger, Report
+from warren_cron.faultkit.namespace import BrokerNamespace
+from warren_cron.faultkit.private_broker import BrokerNode
+from warren_cron.faultkit.processes import WORKER_READY, Proc, Procs
 from warren_cron.headers import H_ATTEMPTS, H_ERROR, H_REASON, x_death
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
 from warren_cron.publish import TaskPublisher
 from warren_cron.records import read_record
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.testing.install import BrokerNodeError
-from warren_cron.testing.ledger import Ledger, Report
-from warren_cron.testing.namespace import BrokerNamespace
-from warren_cron.testing.private_broker import BrokerNode
-from warren_cron.testing.processes import WORKER_READY, Proc, Procs
 
 #: Errors a publish meets while the broker restarts: the publisher tries again.
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (

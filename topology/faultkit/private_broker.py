@@ -1,7 +1,7 @@
 """A private RabbitMQ node for chaos runs and fault tests: stopped, killed and frozen on purpose.
 
 It runs from the installed ``rabbitmq-server`` (3.x) or from a RabbitMQ 4.0 or 4.3 root in a
-chroot (``warren_cron.testing.install``). Either way it has its own node name, ports, data, logs
+chroot (``warren_cron.faultkit.install``). Either way it has its own node name, ports, data, logs
 and Erlang cookie, a ``consumer_timeout`` of a few seconds and short heartbeats, so breaking it
 never touches the machine's shared broker.
 """
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from warren_cron.testing.erlcall import DEPTHS, depths, erl_call
-from warren_cron.testing.install import CTL, SERVER, BrokerNodeError, Install, release
-from warren_cron.testing.login import logs_in
-from warren_cron.testing.waits import NeverHappened, until
+from warren_cron.faultkit.erlcall import DEPTHS, depths, erl_call
+from warren_cron.faultkit.install import CTL, SERVER, BrokerNodeError, Install, release
+from warren_cron.faultkit.login import logs_in
+from warren_cron.faultkit.waits import NeverHappened, until
 
 CONSUMER_TIMEOUT_MS = 4000
 HEARTBEAT_SECONDS = 2

@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from warren_cron.testing.ledger import Report
-from warren_cron.testing.processes import Proc
-from warren_cron.testing.scenario import Scenario, StillInFlight
-from warren_cron.testing.workload import workload
+from warren_cron.faultkit.ledger import Report
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.scenario import Scenario, StillInFlight
+from warren_cron.faultkit.workload import workload
 
 #: Every fault the driver knows, with its weight when it picks one.
 FAULTS: dict[str, int] = {

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from warren_cron.testing.install import BrokerNodeError, Install, release
-from warren_cron.testing.private_broker import PrivateBroker
+from warren_cron.faultkit.install import BrokerNodeError, Install, release
+from warren_cron.faultkit.private_broker import PrivateBroker
 
 
 class PrivateCluster:
