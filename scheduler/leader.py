@@ -16,8 +16,12 @@ blocked every takeover. A quorum queue's consumer on a node seen down is dropped
 goes to the next consumer) by the queue's majority; a probe then settles who leads.
 
 Probes of others reach the leader and are dropped (auto-ack); a probe sent while no consumer
-is active waits in the queue, at most ``PROBES_KEPT`` of them. The connection is a plain one
-(``topology.broker.exclusive``): a lost connection ends the leadership, always.
+is active waits in the queue, at most ``PROBES_KEPT`` of them. A leader that stops (SIGTERM)
+releases the lock at once: once its fire loop has ended it cancels its consumer, so the queue
+makes a standby active, and publishes a *release* note that this standby receives and answers
+with a probe of its own: it leads within a round trip instead of at its next probe. The
+connection is a plain one (``topology.broker.exclusive``): a lost connection ends the
+leadership, always.
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ from typing import Any
 import aio_pika
 import orjson
 import structlog
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractConnection,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
 from aiormq.exceptions import ChannelLockedResource
 
 from warren_cron.broker.exclusive import plain_connection
@@ -86,6 +95,7 @@ class LeaderLock:
         self._lease_until = 0.0
         self._proved = asyncio.Event()
         self._channel: AbstractChannel | None = None
+        self._consumer: tuple[AbstractQueue, str] | None = None
         self._probes: set[asyncio.Task[None]] = set()
 
     async def open(self) -> bool:
@@ -98,7 +108,7 @@ class LeaderLock:
             )
         except ChannelLockedResource:
             return False
-        await queue.consume(self._on_message, no_ack=True)
+        self._consumer = (queue, await queue.consume(self._on_message, no_ack=True))
         self._channel = channel
         channel.close_callbacks.add(lambda *_: self.lost.set())
         return True
@@ -149,6 +159,28 @@ class LeaderLock:
         self._probes.add(task)
         task.add_done_callback(self._probes.discard)
 
+    async def release(self) -> None:
+        """Hand the lock on now (the fire loop must have ended): stop consuming, so the queue
+        makes the next consumer active, and tell it with a release note, so it probes at once.
+        Broker trouble only leaves the standby to its next probe."""
+        if self._consumer is None or self._channel is None or self._channel.is_closed:
+            return
+        queue, tag = self._consumer
+        self._lease_until = 0.0
+        body = orjson.dumps({"session": self._session, "released": True, "scheduler": identity()})
+        try:
+            await asyncio.wait_for(queue.cancel(tag), self.lease)
+            await asyncio.wait_for(
+                self._channel.default_exchange.publish(
+                    aio_pika.Message(body), self.names.leader_queue
+                ),
+                self.lease,
+            )
+        except PROBE_ERRORS as error:
+            log.debug("leader release not confirmed", error=repr(error))
+            return
+        log.info("leadership released", queue=self.names.leader_queue)
+
     async def close(self) -> None:
         """Stop probing (the connection's close ends the consumer)."""
         for task in list(self._probes):
@@ -174,8 +206,13 @@ class LeaderLock:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         try:
             probe = orjson.loads(message.body)
-            session, seq = probe["session"], int(probe["seq"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            session = probe["session"]
+            if probe.get("released"):
+                if session != self._session:
+                    self.probe()  # the leader stepped down and made this one active: prove it
+                return
+            seq = int(probe["seq"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return  # not a probe: dropped
         if session != self._session or seq not in self._sent:
             return  # another scheduler's probe: this one is the active consumer, nothing more

@@ -161,6 +161,8 @@ class Scheduler:
             async with beating(connection, self.names, self, interval):
                 if await self._stand_by(lock):
                     await lead(self, connection, lock)
+                    if self.stopping.is_set():  # the fire loop ended: a standby may lead now
+                        await lock.release()
         finally:
             self.connection = None
             await lock.close()

@@ -1,14 +1,15 @@
-"""Prometheus metrics and ``/healthz`` for every long-running process.
+"""Prometheus metrics and the health answers of every long-running process.
 
-Each process serves ``/metrics`` and ``/healthz`` on ``CRON_METRICS_PORT`` (0 turns the server
-off). Health is a set of named checks registered by the process; ``/healthz`` answers 200 when
-all pass and 503 naming the failing ones, e.g. a worker whose consumer the broker cancelled.
+Each process serves ``/metrics``, ``/healthz`` and the probes ``/livez``, ``/readyz`` and
+``/startupz`` on ``CRON_METRICS_PORT`` (0 turns the server off). Each answer is a set of
+named checks registered by the process (``runtime/probes.py`` says which); it is 200 when all
+pass and 503 naming the failing ones, e.g. a worker whose consumer the broker cancelled.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -120,14 +121,19 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes every few seconds would flood the log."""
 
 
-def health_app(health: Health) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """WSGI app: ``/healthz`` from ``health``, everything else Prometheus metrics."""
+def health_app(
+    health: Health, probes: Mapping[str, Health] | None = None
+) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """WSGI app: ``/healthz`` from ``health``, each path of ``probes`` (``/livez``...) from
+    its own checks, everything else Prometheus metrics."""
     metrics = make_wsgi_app()
+    answers = {"/healthz": health, **(probes or {})}
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != "/healthz":
+        checks = answers.get(environ.get("PATH_INFO", ""))
+        if checks is None:
             return metrics(environ, start_response)  # type: ignore[no-any-return]
-        failing = health.failing()
+        failing = checks.failing()
         status = "200 OK" if not failing else "503 Service Unavailable"
         body = orjson.dumps({"healthy": not failing, "failing": failing})
         start_response(status, [("Content-Type", "application/json")])
@@ -136,10 +142,17 @@ def health_app(health: Health) -> Callable[[dict[str, Any], StartResponse], Iter
     return app
 
 
-def serve_metrics(port: int, health: Health, host: str = "0.0.0.0") -> WSGIServer | None:  # noqa: S104 - scraped from other containers
-    """Serve ``/metrics`` and ``/healthz`` in a daemon thread; ``port`` 0 serves nothing."""
+def serve_metrics(
+    port: int,
+    health: Health,
+    host: str = "0.0.0.0",  # noqa: S104 - scraped and probed from other containers
+    probes: Mapping[str, Health] | None = None,
+) -> WSGIServer | None:
+    """Serve ``/metrics``, ``/healthz`` and ``probes`` in a daemon thread; ``port`` 0 serves
+    nothing."""
     if port == 0:
         return None
-    server = make_server(host, port, health_app(health), _Server, handler_class=_QuietHandler)
+    app = health_app(health, probes)
+    server = make_server(host, port, app, _Server, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 import warren_cron.tracing as tracing
+from warren_cron.background import beside
 from warren_cron.errors import BrokerUnavailable, SettingsError, TopologyError
+from warren_cron.runtime.probes import Check, Pulse, ever, probe_checks
+from warren_cron.runtime.probes import Checks as Checks
 from warren_cron.runtime.process_args import process_parser as process_parser
 
 if TYPE_CHECKING:  # the server module loads only with the metrics it serves
@@ -26,9 +29,6 @@ if TYPE_CHECKING:  # the server module loads only with the metrics it serves
 EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_BROKER = 3
-
-#: Named checks that ``/healthz`` reports, e.g. ``{"broker-connection": worker.connected}``.
-Checks = Mapping[str, Callable[[], bool]]
 
 
 class Service(Protocol):
@@ -62,29 +62,42 @@ def port_taken(variable: str, address: str, error: OSError) -> SettingsError:
     )
 
 
-def start_metrics(port: int, checks: Checks) -> WSGIServer | None:
-    """Serve /metrics and /healthz; prometheus-client loads only when a port is set."""
+def start_metrics(
+    port: int, checks: Checks, live: Checks | None = None, started: Check | None = None
+) -> WSGIServer | None:
+    """Serve /metrics, /healthz and /readyz from ``checks``, /livez from ``live`` and
+    /startupz from ``started`` (by default ``ever(checks)``; ``runtime/probes.py``);
+    prometheus-client loads only when a port is set."""
     if port == 0:
         return None
     from warren_cron.runtime.metrics import Health, serve_metrics
 
-    health = Health()
-    for name, check in checks.items():
-        health.add(name, check)
+    def health(named: Checks) -> Health:
+        built = Health()
+        for name, check in named.items():
+            built.add(name, check)
+        return built
+
+    named_probes = probe_checks(checks, live or {}, started or ever(checks))
+    probes = {path: health(named) for path, named in named_probes.items()}
     try:
-        return serve_metrics(port, health)
+        return serve_metrics(port, health(checks), probes=probes)
     except OSError as error:
         raise port_taken("CRON_METRICS_PORT", f"port {port}", error) from None
 
 
 async def run_service(service: Service, metrics_port: int, checks: Checks) -> None:
-    """Run ``service`` with its metrics server; SIGTERM and SIGINT call its ``stop``."""
-    server = start_metrics(metrics_port, checks)
+    """Run ``service`` with its metrics and probes (``checks`` its readiness; its liveness the
+    event loop's pulse); SIGTERM and SIGINT call its ``stop``."""
+    started = ever(checks)
+    pulse = Pulse(watch=started)
+    server = start_metrics(metrics_port, checks, {"event-loop": pulse.alive}, started)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.stop)
     try:
-        await service.run()
+        async with beside(pulse.run()):
+            await service.run()
     finally:
         if server is not None:
             server.shutdown()
