@@ -6,16 +6,19 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from warren_cron.envelope import check_task
 from warren_cron.errors import HandlerImportError
 from warren_cron.worker.context import TaskContext
+from warren_cron.worker.handles import AsyncTaskHandle, SyncTaskHandle, TaskHandle
+from warren_cron.worker.payloads import Shape, checking, payload_annotation, shape_of
 
 Handler = Callable[[Any, TaskContext], object]
-F = TypeVar("F", bound=Handler)
+P = TypeVar("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,35 @@ class Registered:
     #: The handler bounds itself by ``ctx.timeout_seconds`` (``times_itself = True``), so the
     #: attempt sets no second timer around it.
     times_itself: bool = False
+    #: The function as written (``func`` checks its payload first when it is typed).
+    origin: Handler | None = None
+    #: The payload's type, when the handler's payload annotation is a model.
+    payload: Shape[Any] | None = None
+    #: The result's type, when the handler's return annotation is a model.
+    result: Shape[Any] | None = None
+
+
+class Decorator:
+    """What ``@task("name")`` applies: registers the function and returns its handle."""
+
+    def __init__(self, registry: Registry, name: str | None) -> None:
+        self._registry = registry
+        self._name = name
+
+    # A coroutine function matches both; the first, the async one, is the one mypy picks.
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: Callable[[P, TaskContext], Coroutine[Any, Any, R]]
+    ) -> AsyncTaskHandle[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[[P, TaskContext], R]) -> SyncTaskHandle[P, R]: ...
+
+    def __call__(self, func: Callable[[Any, TaskContext], Any]) -> TaskHandle[Any, Any]:
+        """Register ``func`` and return its handle."""
+        registered = self._registry.register(self._name or func.__name__, func)
+        kind = AsyncTaskHandle if registered.is_async else SyncTaskHandle
+        return kind(registered.name, func, registered.payload, registered.result)
 
 
 class Registry:
@@ -36,27 +68,31 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Registered] = {}
 
-    def register(self, name: str, func: Handler) -> None:
+    def register(self, name: str, func: Handler) -> Registered:
         """Register ``func`` under ``name``; a second handler for one name is a mistake, and
-        so is a name no enqueue could give (``check_task``)."""
+        so is a name no enqueue could give (``check_task``). A handler whose payload is
+        annotated with a model runs behind its check (``worker/payloads.py``); any other
+        runs as it is."""
         check_task(name)
+        origin = func.func if isinstance(func, TaskHandle) else func
         old = self._handlers.get(name)
-        if old is not None and old.func is not func:
-            raise ValueError(f"task {name!r} already has a handler: {old.func!r}")
-        is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-            getattr(func, "__call__", None)  # noqa: B004 - a handler may be an object with async __call__
+        if old is not None and old.origin is not origin:
+            raise ValueError(f"task {name!r} already has a handler: {old.origin!r}")
+        is_async = inspect.iscoroutinefunction(origin) or inspect.iscoroutinefunction(
+            getattr(origin, "__call__", None)  # noqa: B004 - a handler may be an object with async __call__
         )
-        times_itself = is_async and getattr(func, "times_itself", False) is True
-        self._handlers[name] = Registered(name, func, is_async, times_itself)
+        times_itself = is_async and getattr(origin, "times_itself", False) is True
+        annotations = payload_annotation(name, origin)
+        payload, result = shape_of(name, annotations[0]), shape_of(name, annotations[1])
+        runs = origin if payload is None and result is None else checking(origin, payload, result)
+        registered = Registered(name, runs, is_async, times_itself, origin, payload, result)
+        self._handlers[name] = registered
+        return registered
 
-    def task(self, name: str | None = None) -> Callable[[F], F]:
-        """Decorator: ``@task("send_report")`` registers the function under that name."""
-
-        def decorate(func: F) -> F:
-            self.register(name or func.__name__, func)
-            return func
-
-        return decorate
+    def task(self, name: str | None = None) -> Decorator:
+        """Decorator: ``@task("send_report")`` registers the function under that name and
+        returns its handle (``worker/handles.py``), still callable as the function."""
+        return Decorator(self, name)
 
     def get(self, name: str) -> Registered | None:
         """The handler registered under ``name``, if any."""
