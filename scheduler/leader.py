@@ -167,15 +167,9 @@ class LeaderLock:
             return
         queue, tag = self._consumer
         self._lease_until = 0.0
-        body = orjson.dumps({"session": self._session, "released": True, "scheduler": identity()})
         try:
             await asyncio.wait_for(queue.cancel(tag), self.lease)
-            await asyncio.wait_for(
-                self._channel.default_exchange.publish(
-                    aio_pika.Message(body), self.names.leader_queue
-                ),
-                self.lease,
-            )
+            await self._send({"released": True})
         except PROBE_ERRORS as error:
             log.debug("leader release not confirmed", error=repr(error))
             return
@@ -190,18 +184,23 @@ class LeaderLock:
     async def _publish(self, seq: int) -> None:
         if self._channel is None or self._channel.is_closed:
             return
-        body = orjson.dumps({"session": self._session, "seq": seq, "scheduler": identity()})
         try:
-            # Unconfirmed past a lease it proves nothing: give up on it (a node cut off from
-            # the majority confirms nothing, and the probes must not pile up meanwhile).
-            await asyncio.wait_for(
-                self._channel.default_exchange.publish(
-                    aio_pika.Message(body), self.names.leader_queue
-                ),
-                self.lease,
-            )
+            await self._send({"seq": seq})
         except PROBE_ERRORS as error:
             log.debug("leader probe not confirmed", error=repr(error))
+
+    async def _send(self, fields: dict[str, Any]) -> None:
+        """Publish a note of this session into the lock queue, confirmed within a lease."""
+        assert self._channel is not None
+        note = {"session": self._session, **fields, "scheduler": identity()}
+        # Unconfirmed past a lease it proves nothing: give up on it (a node cut off from
+        # the majority confirms nothing, and the probes must not pile up meanwhile).
+        await asyncio.wait_for(
+            self._channel.default_exchange.publish(
+                aio_pika.Message(orjson.dumps(note)), self.names.leader_queue
+            ),
+            self.lease,
+        )
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         try:

@@ -23,8 +23,6 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 SCHEMAS = MANIFESTS / "schemas"
-DASHBOARD_JSON = ROOT / "deploy" / "grafana" / "dashboards" / "warren.json"
-DASHBOARD_CONFIGMAP = MANIFESTS / "components" / "observability" / "grafana-dashboard.yaml"
 #: Every variant an operator may apply: the base, its overlays, the broker example.
 VARIANTS = ("base", "overlays/keda", "overlays/hpa", "overlays/production", "rabbitmq")
 #: The Kubernetes releases the manifests are validated against: those supported upstream
@@ -116,20 +114,9 @@ def strict(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def dashboard_configmap() -> str:
-    """The Grafana dashboard as a ConfigMap for Grafana's sidecar, from its JSON."""
-    body = DASHBOARD_JSON.read_text().rstrip("\n")
-    lines = "\n".join(f"    {line}" if line else "" for line in body.split("\n"))
-    return (
-        "# Generated from deploy/grafana/dashboards/warren.json by\n"
-        "# `python scripts/kubernetes_dashboard.py`: edit the JSON, then run it again.\n"
-        "apiVersion: v1\n"
-        "kind: ConfigMap\n"
-        "metadata:\n"
-        "  name: warren-grafana-dashboard\n"
-        "  labels:\n"
-        '    grafana_dashboard: "1"\n'
-        "data:\n"
-        "  warren.json: |\n"
-        f"{lines}\n"
+def dashboard_fresh() -> subprocess.CompletedProcess[str]:
+    """``scripts/kubernetes_dashboard.py --check``: exit 0 while the ConfigMap is fresh."""
+    script = ROOT / "scripts" / "kubernetes_dashboard.py"
+    return subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False
     )

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from tests.kubernetes import (
-    DASHBOARD_CONFIGMAP,
     MANIFESTS,
     RELEASES,
     VARIANTS,
     Manifest,
-    dashboard_configmap,
+    dashboard_fresh,
     name_of,
     problems,
     render,
@@ -225,7 +224,8 @@ def test_the_broker_example_runs_three_nodes_and_the_workers_quorum_queues(
 def test_the_grafana_dashboard_configmap_is_fresh(rendered: dict[str, list[Manifest]]) -> None:
     """The ConfigMap holds the dashboard JSON as it is now; run
     scripts/kubernetes_dashboard.py after changing the JSON."""
-    assert DASHBOARD_CONFIGMAP.read_text() == dashboard_configmap()
+    checked = dashboard_fresh()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     production = rendered["overlays/production"]
     assert "ServiceMonitor" in {doc["kind"] for doc in production}
     assert any(d["metadata"]["name"] == "warren-grafana-dashboard" for d in production)

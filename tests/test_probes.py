@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.namespace import TestBroker
+from tests.scheduling import Spawner, env_for, every, write_schedules
 from warren_cron.faultkit.private_broker import free_port
+from warren_cron.faultkit.waits import eventually
 from warren_cron.runtime.probes import PROBE_PATHS, Pulse, ever
 from warren_cron.runtime.process import start_metrics
 
@@ -91,3 +95,26 @@ def test_started_latches_only_once_every_check_passed_together() -> None:
     assert started()
     a.on = b.on = False
     assert started()
+
+
+@pytest.mark.parametrize("process", ["scheduler", "monitor"])
+async def test_the_scheduler_and_the_monitor_answer_every_probe_once_connected(
+    broker: TestBroker, spawn: Spawner, tmp_path: Path, process: str
+) -> None:
+    """The worker's probes are tested through a broker restart; these two serve all four."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, every("tick", "1s"))
+    await broker.declare()
+    port = free_port()
+    env = env_for(broker, CRON_METRICS_PORT=str(port), CRON_SCHEDULES_FILE=str(path))
+    started = await spawn(["-m", f"warren_cron.{process}"], env)
+    url = f"http://127.0.0.1:{port}"
+
+    async def all_ok() -> bool:
+        try:
+            return await asyncio.to_thread(codes, url) == dict.fromkeys(PROBE_PATHS, 200)
+        except httpx.TransportError:
+            return False  # not listening yet
+
+    await eventually(all_ok, 30, what=f"the {process}'s probes all answering 200")
+    assert await started.stop() == 0

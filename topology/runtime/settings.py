@@ -123,7 +123,11 @@ class CronSettings(BaseSettings):
         10, ge=1, le=600, description="AMQP heartbeat: how fast a dead connection is noticed."
     )
     metrics_port: int = Field(
-        0, ge=0, le=65535, description="Port of /metrics and /healthz; 0 serves neither."
+        0,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz and the probes /livez, /readyz and /startupz; "
+        "0 serves none.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Lowest level written to the log."
