@@ -15,7 +15,7 @@ PAGE = ROOT / "docs" / "testing.md"
 def blocks() -> dict[str, str]:
     """The page's Python blocks, by the file named on their first line."""
     found = re.findall(r"```python\n# (\S+)\n(.*?)```", PAGE.read_text(), re.DOTALL)
-    return {name: code for name, code in found}
+    return dict(found)
 
 
 def test_the_testing_page_example_passes_with_the_installed_plugin(tmp_path: Path) -> None:
@@ -29,8 +29,18 @@ def test_the_testing_page_example_passes_with_the_installed_plugin(tmp_path: Pat
         (tmp_path / name).write_text(code)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        + ["-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_mode=auto",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -123,7 +123,13 @@ class Names:
     @property
     def exchanges(self) -> list[str]:
         """The namespace's exchanges but the delay levels'."""
-        return [self.tasks_exchange, self.dlx, self.unrouted_exchange, self.flow_exchange]
+        return [
+            self.tasks_exchange,
+            self.dlx,
+            self.unrouted_exchange,
+            self.flow_exchange,
+            self.known_tasks_exchange,
+        ]
 
     @property
     def per_key_prefixes(self) -> list[str]:
@@ -138,6 +144,11 @@ class Names:
     def flow_exchange(self) -> str:
         """Fanout the workers share their http counts on (auto-deleted, ``worker/fleet.py``)."""
         return f"{self.namespace}_flow"
+
+    @property
+    def known_tasks_exchange(self) -> str:
+        """Fanout the workers announce their tasks on (auto-deleted, ``known_tasks.py``)."""
+        return f"{self.namespace}_known_tasks"
 
     def slot_queue(self, key_digest: str, index: int) -> str:
         """Exclusive queue that is concurrency slot ``index`` of a key (``worker/slots.py``)."""

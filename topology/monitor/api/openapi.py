@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -16,6 +17,8 @@ from warren_cron.monitor.api.routes import BASE, Endpoint
 from warren_cron.schedules.spec import ScheduleSpec
 
 REF = "#/components/schemas/{model}"
+#: The prefix of the components that are a task's payload schema (``with_tasks``).
+PAYLOAD = "TaskPayload."
 _PARAMETER = re.compile(r"\{(\w+)\}")
 _STATUS_TEXT = {
     200: "done",
@@ -27,6 +30,7 @@ _STATUS_TEXT = {
     409: "a conflict: another change came first, the name is taken, or the run ended",
     413: "the body is too large",
     415: "the body is not JSON",
+    422: "no live worker registered the task: the message names the known ones",
     429: "too many wrong tokens from this address: wait Retry-After seconds",
     500: "the monitor failed on the request in a way nobody foresaw; it is logged",
 }
@@ -49,6 +53,27 @@ def document(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def with_tasks(base: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with the tasks live workers registered: their names on ``POST /runs``
+    (``x-known-tasks``) and each typed payload's schema as ``TaskPayload.<task>``."""
+    schemas = dict(base["components"]["schemas"])
+    for task, schema in known.items():
+        if schema is not None:
+            schemas.update(_task_schemas(task, schema))
+    enqueue = {**base["paths"][BASE + "/runs"]["post"], "x-known-tasks": list(known)}
+    paths = {**base["paths"], BASE + "/runs": {**base["paths"][BASE + "/runs"], "post": enqueue}}
+    return {**base, "paths": paths, "components": {**base["components"], "schemas": schemas}}
+
+
+def _task_schemas(task: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A task's payload schema and the models it refers to, as components of the document."""
+    text = orjson.dumps(schema).decode().replace('"#/$defs/', f'"{REF.format(model=PAYLOAD)}')
+    moved = orjson.loads(text)
+    defs = moved.pop("$defs", {})
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", task)
+    return {f"{PAYLOAD}{name}": moved} | {f"{PAYLOAD}{key}": value for key, value in defs.items()}
 
 
 def _schemas(

@@ -99,6 +99,10 @@ class EnqueueBody(Strict):
     ttl: float | None = Field(None, gt=0, description="seconds it may wait before it expires")
     key: str | None = Field(None, description="idempotency key: the same key, the same run")
     reason: Reason | None = None
+    force: bool = Field(
+        False,
+        description="send it even when no live worker registered the task (one may come later)",
+    )
 
 
 class Enqueued(BaseModel):

@@ -32,6 +32,7 @@ from warren_cron.monitor.api.run_models import (
     RunsQuery,
 )
 from warren_cron.monitor.api.run_scans import LIST_HINT, RUN_HINT, partial, refusal, scanned
+from warren_cron.monitor.console.known_tasks import KnownTasksEar
 from warren_cron.monitor.console.run_waiters import WaitRefused
 from warren_cron.ops.run_waits import Shown, shown_status, waited_status
 from warren_cron.ops.runs import Read, RunFilter
@@ -115,6 +116,8 @@ async def _shown(call: Call, run_id: str, wait: float) -> Shown:
 async def enqueue_run(call: Call) -> Enqueued:
     """Enqueue one task, now, ``at`` a time or after a ``delay``; audited as ``triggered``."""
     body, dashboard = call.body_as(EnqueueBody), call.dashboard
+    if not body.force:
+        await refuse_unknown(dashboard.api.known_tasks, body.task)
     try:
         done = await dashboard.api.client.enqueue(body.task, body.payload, **options_of(body))
     except (EnqueueError, PlanError) as error:
@@ -129,6 +132,23 @@ async def enqueue_run(call: Call) -> Enqueued:
         )
     due_text = None if done.due is None else utc_text(done.due)
     return Enqueued(run_id=done.run_id, due=due_text, created=done.created)
+
+
+async def refuse_unknown(ear: KnownTasksEar, task: str) -> None:
+    """422 for a task no live worker registered, naming the ones they did."""
+    known = ear.known.unknown(task)
+    if known is not None:
+        # Just started, the monitor may not have heard every worker yet: hear them first.
+        await ear.settled()
+        known = ear.known.unknown(task)
+    if known is not None:
+        names = ", ".join(known) or "none: no worker is running"
+        raise ApiError(
+            422,
+            "unknown_task",
+            f"no live worker registered task {task!r} (known: {names}); start a worker that "
+            "registers it, or send force: true to enqueue it for a worker to come",
+        )
 
 
 def options_of(body: EnqueueBody) -> EnqueueOptions:
@@ -150,6 +170,13 @@ ENDPOINTS = [
     Endpoint("GET", "/runs", list_runs, "read", RunList, query=RunsQuery, errors=(429, 503)),
     Endpoint("GET", RUN, get_run, "read", RunRead, query=RunQuery, errors=(400, 404, 429, 503)),
     Endpoint(
-        "POST", "/runs", enqueue_run, "enqueue", Enqueued, EnqueueBody, status=202, errors=(503,)
+        "POST",
+        "/runs",
+        enqueue_run,
+        "enqueue",
+        Enqueued,
+        EnqueueBody,
+        status=202,
+        errors=(422, 503),
     ),
 ]

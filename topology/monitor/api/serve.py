@@ -9,14 +9,15 @@ from typing import Any
 from aiohttp import web
 
 from warren_cron.monitor.api import cancels, failed, runs, schedules
-from warren_cron.monitor.api.openapi import document
+from warren_cron.monitor.api.openapi import document, with_tasks
 from warren_cron.monitor.api.problems import json_errors
 from warren_cron.monitor.api.routes import Call, Endpoint, add_endpoints
 
 
 async def openapi(call: Call) -> dict[str, Any]:
-    """This document: every endpoint, its role, body, answer and errors."""
-    return _document()
+    """This document: every endpoint, its role, body, answer and errors, and the tasks the
+    live workers registered, with their payloads' schemas."""
+    return with_tasks(_document(), call.dashboard.api.known_tasks.known.live())
 
 
 #: Every endpoint of the API; a new group of endpoints adds its table here.

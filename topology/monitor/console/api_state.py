@@ -8,8 +8,10 @@ from aio_pika.abc import AbstractConnection
 
 from warren_cron.client.client import Client
 from warren_cron.monitor.api_tokens import Caller, TokenTable
+from warren_cron.monitor.console.known_tasks import KnownTasksEar
 from warren_cron.monitor.console.run_waiters import RunWaiters
 from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.names import Names
 from warren_cron.store.admin import ScheduleAdmin
 
 
@@ -25,6 +27,8 @@ class ApiState:
         self.client = Client(settings, name="warren-api")
         #: Calls of ``GET /runs/{id}?wait=`` waiting on their run's end.
         self.waiters = RunWaiters()
+        #: The tasks the live workers announce, which ``POST /runs`` checks a task against.
+        self.known_tasks = KnownTasksEar(Names(settings.namespace))
 
     @property
     def has_store(self) -> bool:
@@ -47,12 +51,14 @@ class ApiState:
         return self.tokens.match(token)
 
     async def start(self, connection: AbstractConnection) -> None:
-        """Read the store and follow it."""
+        """Hear the workers' tasks; read the store and follow it."""
+        await self.known_tasks.start(connection)
         if self._admin is not None:
             await self._admin.start(connection)
 
     async def close(self) -> None:
         """Stop following the store; close the client's connection."""
         await self.client.close()
+        await self.known_tasks.close()
         if self._admin is not None:
             await self._admin.close()
