@@ -17,12 +17,13 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Unpack
 
-from warren_cron.client.options import Enqueued, EnqueueOptions
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.payloads import Shape, checked_payload
 
 if TYPE_CHECKING:
+    # Only named in annotations: a worker that imports its handlers loads no client.
     from warren_cron.client import Client, SyncClient
+    from warren_cron.client.options import Enqueued, EnqueueOptions
 
 P = TypeVar("P")
 R = TypeVar("R")

@@ -16,16 +16,30 @@ warren-cron gives pytest the fixtures ``warren_eager`` (handles enqueue eagerly)
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from warren_cron.client.options import EnqueueOptions
-from warren_cron.testing.eager import EagerClient, SyncEagerClient
-from warren_cron.testing.runner import Attempt, Kit, TaskRun
-from warren_cron.worker.handles import TaskHandle, use_clients
+if TYPE_CHECKING:
+    from warren_cron.testing.eager import EagerClient, EagerLoop, SyncEagerClient
+    from warren_cron.testing.runner import Attempt, Kit, TaskRun, run_task
+    from warren_cron.worker.handles import use_clients
+
+# Loaded on first use: pytest imports this package for its plugin in every test session.
+_HOMES = {
+    "Attempt": "warren_cron.testing.runner",
+    "Kit": "warren_cron.testing.runner",
+    "TaskRun": "warren_cron.testing.runner",
+    "run_task": "warren_cron.testing.runner",
+    "EagerClient": "warren_cron.testing.eager",
+    "EagerLoop": "warren_cron.testing.eager",
+    "SyncEagerClient": "warren_cron.testing.eager",
+    "use_clients": "warren_cron.worker.handles",
+}
 
 __all__ = [
     "Attempt",
     "EagerClient",
+    "EagerLoop",
     "Kit",
     "SyncEagerClient",
     "TaskRun",
@@ -34,13 +48,14 @@ __all__ = [
 ]
 
 
-async def run_task(
-    task: TaskHandle[Any, Any] | str,
-    payload: Any = None,
-    *,
-    cancel_at: int | None = None,
-    **options: Unpack[EnqueueOptions],
-) -> TaskRun:
-    """Run ``task`` to its end as a worker would, in process (``Kit.run``)."""
-    async with Kit() as kit:
-        return await kit.run(task, payload, cancel_at=cancel_at, **options)
+def __getattr__(name: str) -> Any:
+    """Load a name of the kit from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'warren_cron.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    """The kit's names."""
+    return list(__all__)

@@ -195,3 +195,15 @@ class Kit:
             envelope.run_id, envelope.task, state, verdict.reason, verdict.error,
             attempts[-1].value, attempts,
         )  # fmt: skip
+
+
+async def run_task(
+    task: TaskHandle[Any, Any] | str,
+    payload: Any = None,
+    *,
+    cancel_at: int | None = None,
+    **options: Unpack[EnqueueOptions],
+) -> TaskRun:
+    """Run ``task`` to its end as a worker would, in process (``Kit.run``)."""
+    async with Kit() as kit:
+        return await kit.run(task, payload, cancel_at=cancel_at, **options)
