@@ -97,9 +97,9 @@ async def test_a_trigger_while_a_run_holds_the_lock_of_a_forbid_schedule_ends_lo
     assert calls == [running.run_id]
     await wait_events(broker, run_id=run_id, type="attempt")
     run = fold_runs(await history(broker))[run_id]
-    # Two processes write these: either may come first. The worker marks the attempt's start
-    # (``started``) before it finds the lock held.
-    assert (run.outcome, sorted(e.type for e in run.events)) == (
+    # Two processes write these: either may come first. The worker's mark of the attempt's
+    # start (``started``) is written only if the attempt still ran at its next batch.
+    assert (run.outcome, sorted(e.type for e in run.events if e.type != "started")) == (
         "lock-contended",
-        ["attempt", "started", "triggered"],
+        ["attempt", "triggered"],
     )

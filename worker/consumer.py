@@ -17,7 +17,7 @@ from aiormq.abc import DeliveredMessage
 import warren_cron.tracing as tracing
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
-from warren_cron.clock import utcnow
+from warren_cron.clock import now_text
 from warren_cron.codec import run_id_of
 from warren_cron.declare import declare_topology
 from warren_cron.headers import attempt_number
@@ -25,6 +25,7 @@ from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.adopt import Adopter, needs_plan
+from warren_cron.worker.announce import Announcer
 from warren_cron.worker.cancels import Cancels
 from warren_cron.worker.crashloop import UNMARKED, CrashGuard
 from warren_cron.worker.delivery import Delivery
@@ -150,6 +151,10 @@ class Worker:
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
         self._pipeline.registry = self._registry
+        # The monitor's API refuses runs of tasks no live worker registered (known_tasks.py).
+        announcer = Announcer(self.names, self._registry)
+        await announcer.start(publish_conn)
+        stack.push_async_callback(announcer.close)
         self._connection = consume_conn
         channel = await consume_conn.channel()
         await channel.set_qos(prefetch_count=self.settings.prefetch)
@@ -206,7 +211,7 @@ class Worker:
                 envelope, result = await self._pipeline.run(message, attempt, mark)
                 # The attempt ends here, before its fate is settled: a failure record confirmed
                 # now can be replayed before the report, and the replay must come after it in time.
-                seconds, ended_at = time.monotonic() - started, utcnow()
+                seconds, ended_at = time.monotonic() - started, now_text()
                 self._running.discard(task)
                 self._settling.add(task)
                 deadline = envelope.deadline if envelope else None

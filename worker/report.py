@@ -1,22 +1,28 @@
 """Report the end of each attempt: one log line, the metrics, and an ``attempt`` event in the
-run history (with a ``failed`` event when the task went to the failed queue)."""
+run history (with a ``failed`` event when the task went to the failed queue).
+
+An attempt's ``started`` event says its run is ``running``; it is written only for an attempt
+still running when the history's next batch goes out (``LINGER_SECONDS``, a tenth of a second):
+most attempts end before that, and their ``attempt`` event then says when they began
+(``started``). A worker that dies mid-attempt has written it by then.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import orjson
 import structlog
 
 import warren_cron.tracing as tracing
+from warren_cron.clock import now_text
 from warren_cron.codec import run_id_of
 from warren_cron.envelope import Envelope
 from warren_cron.headers import H_REPLAYS, H_SCHEDULE, number
-from warren_cron.history.events import event, excerpt
+from warren_cron.history.events import SCHEMA, event, excerpt
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Verdict
@@ -44,7 +50,8 @@ class Ended:
     verdict: Verdict
     #: The attempt's own time, from delivery to the handler's end (its fate is settled later).
     seconds: float
-    at: datetime
+    #: When it ended, as history spells a time (``now_text``).
+    at: str
     #: The task went to the failed queue (its record confirmed, or dead-lettered as ``final``).
     failed: bool = False
     http_status: int | None = None
@@ -59,21 +66,28 @@ class Reporter:
         self._metrics = metrics
         self._history = history
         self._where: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        #: Attempts begun whose ``started`` event is not written yet: when, and what.
+        self._starting: dict[Delivery, tuple[str, Envelope, int, str | None]] = {}
+        if history is not None:
+            history.before_batch = self.write_started
 
     def started(self, message: Delivery, envelope: Envelope, attempt: int) -> None:
-        """Report that an attempt began: its run shows ``running`` until it ends."""
+        """Note that an attempt began: its run shows ``running`` from the next batch on."""
         if self._history is None:
             return
-        ids: dict[str, Any] = {
-            "run_id": envelope.run_id,
-            "schedule": envelope.schedule,
-            "task": envelope.task,
-        }
-        replay = number(message.headers.get(H_REPLAYS)) or None
-        trace = tracing.trace_id()
-        self._history.emit(
-            event("started", **ids, replay=replay, attempt=attempt, trace_id=trace, **self._where)
-        )
+        self._starting[message] = (now_text(), envelope, attempt, tracing.trace_id())
+        self._history.expect()
+
+    def write_started(self) -> None:
+        """Write the ``started`` event of every attempt begun and not ended since the last
+        batch (the publisher calls this before each batch)."""
+        starting, self._starting = self._starting, {}
+        assert self._history is not None
+        for message, (at, envelope, attempt, trace) in starting.items():
+            ids = {"run_id": envelope.run_id, "schedule": envelope.schedule, "task": envelope.task}
+            replay = number(message.headers.get(H_REPLAYS)) or None
+            fields = {"replay": replay, "attempt": attempt, "trace_id": trace, **self._where}
+            self._history.emit(event("started", at=at, **ids, **fields))
 
     def ended(self, end: Ended) -> None:
         """Report one attempt's end."""
@@ -97,43 +111,55 @@ class Reporter:
     def _to_history(
         self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], ms: float
     ) -> None:
-        verdict, error = end.verdict, excerpt(end.verdict.error)
-        # Which replay the attempt belongs to: its events may reach the stream before the
-        # replay's own (topology/history/run_fold.py).
-        replay = number(end.message.headers.get(H_REPLAYS)) or None
-        trace_id = tracing.trace_id()
-        history.emit(
-            event(
-                "attempt",
-                at=end.at,
-                **ids,
-                replay=replay,
-                attempt=end.attempt,
-                outcome=verdict.action.value,
-                reason=verdict.reason,
-                duration_ms=ms,
-                error=error,
-                http_status=end.http_status,
-                result=end.result,
-                trace_id=trace_id,
-                key=verdict.key,
-                **self._where,
-            )
-        )
+        data = self._attempt_event(end, ids, ms)
+        # Its ``started`` event, not written yet, is no longer needed: this one tells it.
+        if (began := self._starting.pop(end.message, None)) is not None:
+            data["started"] = began[0]
+        history.emit(data)
         if end.failed:
+            verdict, error = end.verdict, excerpt(end.verdict.error)
             history.emit(
                 event(
                     "failed",
                     at=end.at,
                     **ids,
-                    replay=replay,
+                    replay=_replay(end.message),
                     reason=verdict.reason,
                     attempts=end.attempt,
                     error=error,
-                    trace_id=trace_id,
+                    trace_id=tracing.trace_id(),
                     key=verdict.key,
                 )
             )
+
+    def _attempt_event(self, end: Ended, ids: dict[str, Any], ms: float) -> dict[str, Any]:
+        """The ``attempt`` event (``history.events.event``'s form, built inline: a worker
+        writes thousands a second, and most of its optional fields are None)."""
+        verdict = end.verdict
+        data = {"v": SCHEMA, "type": "attempt", "at": end.at, **ids, "attempt": end.attempt}
+        data.update(outcome=verdict.action.value, reason=verdict.reason, duration_ms=ms)
+        data.update(self._where)
+        if ids["schedule"] is None or ids["task"] is None:
+            data = {key: value for key, value in data.items() if value is not None}
+        # Which replay the attempt belongs to: its events may reach the stream before the
+        # replay's own (topology/history/run_fold.py).
+        if (replay := _replay(end.message)) is not None:
+            data["replay"] = replay
+        if verdict.error is not None:
+            data["error"] = excerpt(verdict.error)
+        for key, value in (("http_status", end.http_status), ("result", end.result)):
+            if value is not None:
+                data[key] = value
+        if (trace := tracing.trace_id()) is not None:
+            data["trace_id"] = trace
+        if verdict.key is not None:
+            data["key"] = verdict.key
+        return data
+
+
+def _replay(message: Delivery) -> int | None:
+    """The number of the replay a message belongs to; None before any replay."""
+    return number(message.headers.get(H_REPLAYS)) or None
 
 
 def _ids(end: Ended) -> dict[str, Any]:

@@ -10,7 +10,8 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `skipped`   | `scheduled_for`, `reason`; the fires of one pause, folded: `count`, `last`    |
 | `started`   | `attempt`, `host`, `pid`, `replay`                                            |
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
-|             | `result` (the handler's return value, JSON), `host`, `pid`, `replay`          |
+|             | `result` (the handler's return value, JSON), `host`, `pid`, `replay`,         |
+|             | `started` (when it began, for an attempt whose `started` was not written)     |
 | `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
 | `replayed`  | `by`, `plan`, `replay`, `reason`                                              |
 | `purged`    | `by`, `reason`                                                                |
@@ -20,6 +21,9 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `changed`   | `by`, `change` (create, update, archive), `version`, `reason`                 |
 | `dropped`   | `count`, `process`, `host`, `pid`, `since`, `until`                           |
 
+A worker writes an attempt's ``started`` only if the attempt still runs when its next batch
+of events goes out (a tenth of a second); a quicker attempt's ``attempt`` event says when it
+began instead (``worker/report.py``).
 With tracing on (docs/tracing.md), ``started``, ``attempt`` and ``failed`` also carry
 ``trace_id``, the run's trace id in hex.
 ``replay`` is the number of the replay an event belongs to (1 for the first); it is left out
@@ -85,14 +89,12 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def event(kind: EventType, *, at: datetime | None = None, **fields: Any) -> dict[str, Any]:
+def event(kind: EventType, *, at: datetime | str | None = None, **fields: Any) -> dict[str, Any]:
     """One event as the dict that goes on the wire (``run_id``, ``schedule`` and ``task`` among
-    ``fields`` where it belongs to a run); ``None`` fields are left out."""
-    data: dict[str, Any] = {
-        "v": SCHEMA,
-        "type": kind,
-        "at": now_text() if at is None else utc_text(at),
-    }
+    ``fields`` where it belongs to a run; ``at`` a time or its text, ``now_text``'s); ``None``
+    fields are left out."""
+    when = now_text() if at is None else at if isinstance(at, str) else utc_text(at)
+    data: dict[str, Any] = {"v": SCHEMA, "type": kind, "at": when}
     for key, value in fields.items():
         if value is not None:
             data[key] = value
@@ -136,6 +138,14 @@ class Event:
     def get(self, key: str, default: Any = None) -> Any:
         """A field of the event."""
         return self.data.get(key, default)
+
+    def time(self, key: str) -> datetime | None:
+        """A field holding a time (ISO 8601); None when missing or no time."""
+        value = self.data.get(key)
+        try:
+            return datetime.fromisoformat(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
 
 
 def mention(run_id: str) -> bytes:

@@ -161,6 +161,9 @@ def _attempts(events: list[Event]) -> list[Attempt]:
 
 def _ended(attempt: Attempt, event: Event) -> None:
     attempt.ended_at, attempt.outcome = event.at, event.get("outcome")
+    if attempt.started_at is None:
+        # A quick attempt's end says when it began, in place of a ``started`` event.
+        attempt.started_at = event.time("started")
     attempt.reason, attempt.error = event.get("reason"), event.get("error")
     attempt.http_status = event.get("http_status")
 

@@ -20,7 +20,7 @@ import itertools
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -83,6 +83,10 @@ class HistoryPublisher:
         self._closing = False
         self.published = 0
         self.dropped = 0
+        #: Called before each batch is taken from the buffer: a writer that holds events back
+        #: until they are due (the worker's ``started``) emits them there.
+        self.before_batch: Callable[[], None] | None = None
+        self._expected = False
 
     def emit(self, data: dict[str, Any]) -> None:
         """Queue one event (``topology.history.events.event``); never blocks or raises."""
@@ -93,6 +97,12 @@ class HistoryPublisher:
         self._queued.set()
         if len(self._buffer) >= CHUNK:
             self._wake.set()
+
+    def expect(self) -> None:
+        """Say that events will be emitted at the next batch (``before_batch``): the sender
+        wakes for it as for an event."""
+        self._expected = True
+        self._queued.set()
 
     async def start(self, connection: AbstractConnection) -> None:
         """Declare the stream and start sending in the background."""
@@ -136,7 +146,7 @@ class HistoryPublisher:
         """After a flush: on at once while a full chunk waits, asleep when nothing does."""
         if len(self._buffer) >= CHUNK:
             self._wake.set()
-        elif self._buffer:
+        elif self._buffer or self._expected:
             return
         elif self._losses.count:
             await self._nap(REPORT_SECONDS)  # a report alone: no hurry
@@ -149,6 +159,9 @@ class HistoryPublisher:
             await asyncio.wait_for(self._wake.wait(), seconds)
 
     async def _flush(self, deadline: float) -> None:
+        if self.before_batch is not None:
+            self._expected = False
+            self.before_batch()
         report = self._losses.take()  # None but after a loss: no work per event
         if not self._buffer and report is None:
             return
