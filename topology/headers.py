@@ -103,4 +103,6 @@ def rejections(headers: Mapping[str, Any] | None, main_queue: str) -> int:
 
 def attempt_number(headers: Mapping[str, Any] | None, main_queue: str) -> int:
     """Number of the attempt about to run: one more than the broker's rejection count."""
+    if not headers or (X_DEATH not in headers and H_SPENT not in headers):
+        return 1  # a first attempt, as most are: nothing to count
     return rejections(headers, main_queue) + 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import types
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -68,11 +70,41 @@ async def call_handler(registered: Registered, payload: Any, ctx: TaskContext) -
     if registered.times_itself:
         # One timer per attempt, not two: at thousands of attempts a second, each costs.
         return await registered.func(payload, ctx)  # type: ignore[misc]
+    if not registered.is_async:
+        async with asyncio.timeout(ctx.timeout_seconds):
+            # The thread cannot be killed: on timeout the attempt stops waiting for it.
+            return await asyncio.to_thread(registered.func, payload, ctx)
+    coro: Coroutine[Any, Any, Any] = registered.func(payload, ctx)  # type: ignore[assignment]
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        # It ended without waiting on anything, as quick handlers do: no timer was needed
+        # (none could have fired while it ran), and setting one costs every attempt.
+        return done.value
     async with asyncio.timeout(ctx.timeout_seconds):
-        if registered.is_async:
-            return await registered.func(payload, ctx)  # type: ignore[misc]
-        # The thread cannot be killed: on timeout the attempt stops waiting for it.
-        return await asyncio.to_thread(registered.func, payload, ctx)
+        return await resumed(coro, pending)
+
+
+@types.coroutine
+def resumed(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
+    """The rest of ``coro`` after a first step that yielded ``pending``: what ``await coro``
+    does from there, the task's wake-ups and cancels passed through."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as error:  # a cancel (the timeout's), passed to the handler
+            try:
+                pending = coro.throw(error)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            pending = coro.send(sent)
+        except StopIteration as done:
+            return done.value
 
 
 def http_status(value: object) -> int | None:

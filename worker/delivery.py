@@ -18,7 +18,7 @@ from warren_cron.worker.acks import Acks
 class Delivery:
     """A task message delivered to this worker, with the means to settle it."""
 
-    __slots__ = ("_acks", "_deliver", "_message", "_tag")
+    __slots__ = ("_acks", "_deliver", "_message", "_tag", "headers")
 
     def __init__(self, message: DeliveredMessage, acks: Acks) -> None:
         self._message = message
@@ -27,17 +27,14 @@ class Delivery:
         self._deliver = deliver
         self._tag = deliver.delivery_tag or 0
         self._acks = acks
+        #: AMQP headers: ``cron-*`` and the broker's ``x-death`` (read often: kept at hand).
+        self.headers: dict[str, Any] = message.header.properties.headers or {}
         acks.delivered(self._tag)
 
     @property
     def body(self) -> bytes:
         """The message body, as published."""
         return self._message.body
-
-    @property
-    def headers(self) -> dict[str, Any]:
-        """AMQP headers: ``cron-*`` and the broker's ``x-death``."""
-        return self._message.header.properties.headers or {}
 
     @property
     def routing_key(self) -> str:

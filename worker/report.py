@@ -85,33 +85,35 @@ class Reporter:
         assert self._history is not None
         for message, (at, envelope, attempt, trace) in starting.items():
             ids = {"run_id": envelope.run_id, "schedule": envelope.schedule, "task": envelope.task}
-            replay = number(message.headers.get(H_REPLAYS)) or None
+            replay = _replay(message)
             fields = {"replay": replay, "attempt": attempt, "trace_id": trace, **self._where}
             self._history.emit(event("started", at=at, **ids, **fields))
 
     def ended(self, end: Ended) -> None:
         """Report one attempt's end."""
         verdict, ids = end.verdict, _ids(end)
-        self._metrics.attempt(ids["task"] or "-", verdict.action.value, verdict.reason, end.seconds)
-        if verdict.key is not None and verdict.action is Action.DEFER:
-            self._metrics.deferred(verdict.reason, verdict.key)
+        outcome = verdict.action.value
+        if self._metrics.enabled:
+            self._metrics.attempt(ids["task"] or "-", outcome, verdict.reason, end.seconds)
+            if verdict.key is not None and verdict.action is Action.DEFER:
+                self._metrics.deferred(verdict.reason, verdict.key)
         duration_ms = round(end.seconds * 1000, 2)
         getattr(log, _LEVELS[verdict.action])(
             "attempt",
             **ids,
             attempt=end.attempt,
-            outcome=verdict.action.value,
+            outcome=outcome,
             reason=verdict.reason,
             duration_ms=duration_ms,
             error=verdict.error,
         )
         if self._history is not None:
-            self._to_history(self._history, end, ids, duration_ms)
+            self._to_history(self._history, end, ids, outcome, duration_ms)
 
     def _to_history(
-        self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], ms: float
+        self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], outcome: str, ms: float
     ) -> None:
-        data = self._attempt_event(end, ids, ms)
+        data = self._attempt_event(end, ids, outcome, ms)
         # Its ``started`` event, not written yet, is no longer needed: this one tells it.
         if (began := self._starting.pop(end.message, None)) is not None:
             data["started"] = began[0]
@@ -132,15 +134,18 @@ class Reporter:
                 )
             )
 
-    def _attempt_event(self, end: Ended, ids: dict[str, Any], ms: float) -> dict[str, Any]:
+    def _attempt_event(
+        self, end: Ended, ids: dict[str, Any], outcome: str, ms: float
+    ) -> dict[str, Any]:
         """The ``attempt`` event (``history.events.event``'s form, built inline: a worker
         writes thousands a second, and most of its optional fields are None)."""
         verdict = end.verdict
         data = {"v": SCHEMA, "type": "attempt", "at": end.at, **ids, "attempt": end.attempt}
-        data.update(outcome=verdict.action.value, reason=verdict.reason, duration_ms=ms)
+        data.update(outcome=outcome, reason=verdict.reason, duration_ms=ms)
         data.update(self._where)
-        if ids["schedule"] is None or ids["task"] is None:
-            data = {key: value for key, value in data.items() if value is not None}
+        for key in ("run_id", "schedule", "task"):
+            if ids[key] is None:
+                del data[key]
         # Which replay the attempt belongs to: its events may reach the stream before the
         # replay's own (topology/history/run_fold.py).
         if (replay := _replay(end.message)) is not None:
@@ -159,7 +164,8 @@ class Reporter:
 
 def _replay(message: Delivery) -> int | None:
     """The number of the replay a message belongs to; None before any replay."""
-    return number(message.headers.get(H_REPLAYS)) or None
+    replays = message.headers.get(H_REPLAYS)
+    return None if replays is None else number(replays) or None
 
 
 def _ids(end: Ended) -> dict[str, Any]:
