@@ -6,6 +6,8 @@ from datetime import datetime
 
 import structlog
 
+from warren_cron.worker.heartbeat import Beats
+
 _log = structlog.get_logger("task")
 
 
@@ -15,6 +17,7 @@ class TaskContext:
     __slots__ = (
         "_log",
         "attempt",
+        "beats",
         "redelivered",
         "run_id",
         "schedule",
@@ -42,6 +45,15 @@ class TaskContext:
         self.redelivered = redelivered
         self.timeout_seconds = timeout_seconds
         self._log: structlog.typing.FilteringBoundLogger | None = None
+        #: The attempt's heartbeats: set by a long attempt, else made by the first heartbeat.
+        self.beats: Beats | None = None
+
+    def heartbeat(self, progress: object = None) -> None:
+        """Say the attempt is alive, with how far it got (small JSON, e.g. ``{"done": 120,
+        "of": 900}``); no I/O: call it as often as you like."""
+        if self.beats is None:
+            self.beats = Beats()
+        self.beats.beat(progress)
 
     @property
     def log(self) -> structlog.typing.FilteringBoundLogger:

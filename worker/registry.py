@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from warren_cron.durations import parse_ms
 from warren_cron.envelope import check_task
 from warren_cron.errors import HandlerImportError
 from warren_cron.worker.context import TaskContext
@@ -37,14 +38,20 @@ class Registered:
     payload: Shape[Any] | None = None
     #: The result's type, when the handler's return annotation is a model.
     result: Shape[Any] | None = None
+    #: Seconds between the handler's ``ctx.heartbeat`` calls, when it declared them: its
+    #: attempts run long (``worker/longrun.py``) and fail as hung when the calls stop.
+    heartbeat_seconds: float | None = None
 
 
 class Decorator:
     """What ``@task("name")`` applies: registers the function and returns its handle."""
 
-    def __init__(self, registry: Registry, name: str | None) -> None:
+    def __init__(
+        self, registry: Registry, name: str | None, heartbeat: str | float | None = None
+    ) -> None:
         self._registry = registry
         self._name = name
+        self._heartbeat = heartbeat
 
     # A coroutine function matches both; the first, the async one, is the one mypy picks.
     @overload
@@ -57,7 +64,8 @@ class Decorator:
 
     def __call__(self, func: Callable[[Any, TaskContext], Any]) -> TaskHandle[Any, Any]:
         """Register ``func`` and return its handle."""
-        registered = self._registry.register(self._name or func.__name__, func)
+        name = self._name or func.__name__
+        registered = self._registry.register(name, func, heartbeat=self._heartbeat)
         kind = AsyncTaskHandle if registered.is_async else SyncTaskHandle
         return kind(registered.name, func, registered.payload, registered.result)
 
@@ -68,12 +76,15 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Registered] = {}
 
-    def register(self, name: str, func: Handler) -> Registered:
+    def register(
+        self, name: str, func: Handler, *, heartbeat: str | float | None = None
+    ) -> Registered:
         """Register ``func`` under ``name``; a second handler for one name is a mistake, and
         so is a name no enqueue could give (``check_task``). A handler whose payload is
         annotated with a model runs behind its check (``worker/payloads.py``); any other
-        runs as it is."""
+        runs as it is. ``heartbeat`` (``"1m"`` or seconds) is how often it heartbeats."""
         check_task(name)
+        beat = heartbeat_seconds(name, heartbeat)
         origin = func.func if isinstance(func, TaskHandle) else func
         old = self._handlers.get(name)
         if old is not None and old.origin is not origin:
@@ -85,14 +96,15 @@ class Registry:
         annotations = payload_annotation(name, origin)
         payload, result = shape_of(name, annotations[0]), shape_of(name, annotations[1])
         runs = origin if payload is None and result is None else checking(origin, payload, result)
-        registered = Registered(name, runs, is_async, times_itself, origin, payload, result)
+        registered = Registered(name, runs, is_async, times_itself, origin, payload, result, beat)
         self._handlers[name] = registered
         return registered
 
-    def task(self, name: str | None = None) -> Decorator:
+    def task(self, name: str | None = None, *, heartbeat: str | float | None = None) -> Decorator:
         """Decorator: ``@task("send_report")`` registers the function under that name and
-        returns its handle (``worker/handles.py``), still callable as the function."""
-        return Decorator(self, name)
+        returns its handle (``worker/handles.py``), still callable as the function;
+        ``heartbeat="1m"`` says it calls ``ctx.heartbeat`` at least that often."""
+        return Decorator(self, name, heartbeat)
 
     def get(self, name: str) -> Registered | None:
         """The handler registered under ``name``, if any."""
@@ -107,6 +119,19 @@ class Registry:
         merged = Registry()
         merged._handlers = {**self._handlers, **other._handlers}
         return merged
+
+
+def heartbeat_seconds(name: str, heartbeat: str | float | None) -> float | None:
+    """Seconds of a handler's heartbeat interval, or ValueError saying how to write one."""
+    if heartbeat is None:
+        return None
+    ms = parse_ms(heartbeat) if isinstance(heartbeat, str) else heartbeat * 1000
+    if ms is None or ms <= 0:
+        raise ValueError(
+            f"task {name!r}: heartbeat={heartbeat!r} is no interval; write seconds (30) or a "
+            'duration ("30s", "5m")'
+        )
+    return ms / 1000
 
 
 #: Handlers registered with ``@worker.task`` by modules listed in ``CRON_HANDLER_MODULES``.

@@ -42,6 +42,20 @@ class WorkerSettings(CronSettings):
         description="An overlap lock's holder whose node has not answered this long stops "
         "its attempt; keep it under the cluster's net_ticktime (60 s by default).",
     )
+    long_lease_seconds: float = Field(
+        30.0,
+        ge=1,
+        le=3600,
+        description="A long attempt's lease (docs/long-jobs.md): its run is handed to another "
+        "worker within about 1.5 leases of its worker's death.",
+    )
+    heartbeat_misses: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Heartbeat intervals a handler registered with one may miss before its "
+        "attempt fails as hung.",
+    )
     crash_loop_limit: int = Field(
         3,
         ge=1,

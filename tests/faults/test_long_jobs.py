@@ -1,0 +1,147 @@
+"""Long attempts on the private node, whose consumer_timeout is 4 s: they run far past it,
+are handed over when their worker is killed, survive a broker restart, and a hung one is
+retried (docs/long-jobs.md). The workers are ``tests/long_worker.py`` processes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.harness import FaultScenario
+from tests.long_worker import READY
+from warren_cron.broker.exclusive import exists
+from warren_cron.clock import utcnow
+from warren_cron.envelope import Envelope
+from warren_cron.faultkit.processes import Proc
+from warren_cron.faultkit.waits import eventually
+from warren_cron.worker.parking import claim_queue, lease_queue
+
+pytestmark = pytest.mark.faults
+#: The lease of the tests' workers: a run is handed over within 1.5 of them.
+LEASE = 2.0
+#: The broker's consumer_timeout on the private node.
+CONSUMER_TIMEOUT = 4.0
+
+
+def long_envelope(task: str, **payload: Any) -> Envelope:
+    """A task asking for a timeout far above the consumer timeout."""
+    run_id = f"{task}-{time.time_ns()}"
+    return Envelope(
+        task=task, payload=payload, run_id=run_id, scheduled_for=utcnow(), timeout_seconds=600
+    )
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The ledger's lines so far."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def events(path: Path, run_id: str, kind: str) -> list[dict[str, Any]]:
+    """The ledger's lines of one kind for one run."""
+    return [line for line in lines(path) if line["run"] == run_id and line["event"] == kind]
+
+
+async def long_worker(scenario: FaultScenario, ledger: Path, **extra: str) -> Proc:
+    """A long worker on the scenario's namespace, consuming."""
+    env = {
+        **scenario.worker_env(),
+        "LONG_LEDGER": str(ledger),
+        "CRON_LONG_LEASE_SECONDS": str(LEASE),
+        **extra,
+    }
+    return await scenario.procs.spawn(["-m", "tests.long_worker"], READY, **env).ready()
+
+
+async def running(scenario: FaultScenario, ledger: Path) -> tuple[Proc, Envelope]:
+    """A long worker running a 6 s long attempt, once its handler heartbeat once."""
+    await scenario.prepare()
+    worker = await long_worker(scenario, ledger)
+    envelope = long_envelope("long_sleep", seconds=6, beat=0.5)
+    await scenario.publish([(envelope, "long")])
+    await eventually(lambda: events(ledger, envelope.run_id, "beat"), 20)
+    return worker, envelope
+
+
+async def settled(proc: Proc, run_id: str, timeout: float) -> None:
+    """Wait until ``proc`` settled ``run_id``."""
+    await proc.wait_log(f'"settled", "run": "{run_id}"', timeout=timeout)
+
+
+async def test_an_attempt_runs_twenty_consumer_timeouts_and_succeeds_once(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """An 80 s attempt (twenty times the broker's consumer_timeout) heartbeats all along,
+    succeeds once on one worker, and leaves no lease or claim behind."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    worker = await long_worker(scenario, ledger)
+    envelope = long_envelope("long_sleep", seconds=20 * CONSUMER_TIMEOUT, beat=0.5)
+    await scenario.publish([(envelope, "long")])
+    await settled(worker, envelope.run_id, timeout=20 * CONSUMER_TIMEOUT + 30)
+    assert len(events(ledger, envelope.run_id, "start")) == 1
+    assert len(events(ledger, envelope.run_id, "end")) == 1
+    assert len(events(ledger, envelope.run_id, "beat")) == 160
+    assert '"reason": "succeeded"' in worker.log()
+    assert "could not settle" not in worker.log()
+    names, run_id = scenario.names, envelope.run_id
+    assert await scenario.broker.depth(names.main_queue) == 0
+    left = (claim_queue(names, run_id), lease_queue(names, run_id, scenario.plan.key))
+    for queue in left:
+        assert not await exists(scenario.broker.connection, queue), queue
+
+
+async def test_a_killed_workers_run_is_handed_over_within_the_bound_never_twice_at_once(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """kill -9 of the worker running a long attempt: the other worker starts it again within
+    1.5 leases plus a second of slack, after the kill, and it succeeds there."""
+    ledger = tmp_path / "long.jsonl"
+    first, envelope = await running(scenario, ledger)
+    second = await long_worker(scenario, ledger)
+    first.kill()
+    killed = time.time()
+    [start] = await eventually(lambda: events(ledger, envelope.run_id, "start")[1:], 20)
+    assert start["pid"] == second.pid
+    assert killed < start["t"] < killed + 1.5 * LEASE + 1.0
+    await settled(second, envelope.run_id, timeout=30)
+    assert [end["pid"] for end in events(ledger, envelope.run_id, "end")] == [second.pid]
+
+
+async def test_a_broker_restart_mid_attempt_loses_nothing_and_never_overlaps(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A broker restart stops the attempt (its claim went with its connection); its parked
+    copy comes back and runs to the end, started only after the first one stopped."""
+    ledger = tmp_path / "long.jsonl"
+    worker, envelope = await running(scenario, ledger)
+    scenario.node.restart()
+    await settled(worker, envelope.run_id, timeout=90)
+    await eventually(lambda: events(ledger, envelope.run_id, "end"), 60)
+    first, second = events(ledger, envelope.run_id, "start")
+    assert first["instance"] != second["instance"]
+    beats = events(ledger, envelope.run_id, "beat")
+    # The first attempt's last heartbeat came before the second began: never two at once.
+    assert max(b["t"] for b in beats if b["instance"] == first["instance"]) < second["t"]
+    [end] = events(ledger, envelope.run_id, "end")
+    assert end["instance"] == second["instance"]
+
+
+async def test_a_hung_handler_fails_as_hung_and_is_retried(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A handler that stops heartbeating for three intervals is stopped as hung, and its
+    retry (attempt 2) succeeds."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    worker = await long_worker(scenario, ledger, CRON_HEARTBEAT_MISSES="3")
+    envelope = long_envelope("hangs_once")
+    await scenario.publish([(envelope, "long")])
+    await worker.wait_log('"reason": "hung"', timeout=30)
+    await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
+    assert [s["attempt"] for s in events(ledger, envelope.run_id, "start")] == [1, 2]

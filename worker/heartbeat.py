@@ -1,0 +1,85 @@
+"""Heartbeats of an attempt: when its handler last said it is alive, with what progress; the
+watchdog that fails an attempt whose handler stopped saying so; and the summary history keeps
+(docs/long-jobs.md).
+
+``ctx.heartbeat`` only stores a time and a value: a handler may call it in a tight loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+#: The largest progress value, as JSON: a heartbeat says how far, not what was done.
+PROGRESS_MAX_BYTES = 4096
+
+
+class Beats:
+    """The heartbeats of one attempt: the last one's time (``time.monotonic``) and progress."""
+
+    __slots__ = ("count", "last", "progress", "written")
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.count = 0
+        #: The last progress, as JSON already encoded (None before any).
+        self.progress: bytes | None = None
+        #: The progress the history's last ``progress`` event carried, and when it was written.
+        self.written: tuple[bytes | None, float] = (None, self.last)
+
+    def beat(self, progress: Any = None) -> None:
+        """Note a heartbeat now, with ``progress`` (small JSON) when given."""
+        if progress is not None:
+            self.progress = encoded_progress(progress)
+        self.last = time.monotonic()
+        self.count += 1
+
+    def silent_for(self) -> float:
+        """Seconds since the last heartbeat (or since the attempt began)."""
+        return time.monotonic() - self.last
+
+    def summary_due(self, every: float) -> bool:
+        """True when history should get a ``progress`` event: the progress changed since the
+        last one written, and ``every`` seconds passed since then."""
+        progress, at = self.written
+        return self.progress != progress and time.monotonic() - at >= every
+
+    def mark_written(self) -> None:
+        """The current progress went to history now."""
+        self.written = (self.progress, time.monotonic())
+
+
+def encoded_progress(progress: Any) -> bytes:
+    """``progress`` as JSON, or ValueError naming what is wrong with it."""
+    try:
+        encoded = orjson.dumps(progress)
+    except TypeError as error:
+        raise ValueError(
+            f"ctx.heartbeat(progress): progress must be JSON ({error}); "
+            'pass numbers, strings, lists or dicts, e.g. {"done": 120, "of": 900}'
+        ) from None
+    if len(encoded) > PROGRESS_MAX_BYTES:
+        raise ValueError(
+            f"ctx.heartbeat(progress): {len(encoded)} bytes of JSON, over {PROGRESS_MAX_BYTES}: "
+            "report how far the work is, not the work"
+        )
+    return encoded
+
+
+async def silence(beats: Beats, interval: float, misses: int) -> str:
+    """Return, saying so, once ``beats`` has been silent for ``misses`` intervals."""
+    allowed = interval * misses
+    # Wakes when the silence could first reach the bound, not on a poll: a heartbeat sets a
+    # number, and an event per heartbeat would cost every call.
+    while (silent := beats.silent_for()) < allowed:  # noqa: ASYNC110
+        await asyncio.sleep(allowed - silent)
+    return f"no heartbeat for {beats.silent_for():.1f} s ({misses} intervals of {interval:g} s)"
+
+
+def progress_fields(beats: Beats) -> dict[str, Any]:
+    """The fields of a history ``progress`` event: the progress and the heartbeats so far."""
+    progress = None if beats.progress is None else orjson.Fragment(beats.progress)
+    return {"progress": progress, "heartbeats": beats.count}

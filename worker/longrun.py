@@ -1,0 +1,157 @@
+"""Long attempts: claimed by an exclusive queue, parked in a lease queue, their delivery acked
+at once, so that they may run for hours under the broker's ``consumer_timeout``; handed to
+another worker when theirs dies (docs/long-jobs.md).
+
+The entry point is ``LongRuns``: ``wanted`` says whether an attempt is long (a comparison of
+numbers the attempt holds, nothing else, so short tasks pay nothing), ``run`` runs a long one,
+and ``settling`` gives the consumer what to settle its fate on instead of the acked delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aio_pika.abc import AbstractConnection
+
+from warren_cron.broker.exclusive import plain_connection, try_exclusive
+from warren_cron.envelope import Envelope
+from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.names import Names
+from warren_cron.worker.attempt import Outcome, Result
+from warren_cron.worker.context import TaskContext
+from warren_cron.worker.delivery import Delivery
+from warren_cron.worker.heartbeat import Beats, silence
+from warren_cron.worker.lease_keeper import CLAIM_LOST, Keeper
+from warren_cron.worker.overlap import _run_until_stopped as run_until_stopped
+from warren_cron.worker.parked import Parked
+from warren_cron.worker.parking import H_LEASE, H_LONG_ATTEMPT, LeaseQueue, claim_queue
+from warren_cron.worker.settings import WorkerSettings
+
+log = structlog.get_logger("worker")
+Attempt = Callable[[], Coroutine[Any, Any, Result]]
+#: The reason of a run whose claim another attempt holds: this delivery is not run.
+CLAIMED = "claimed-elsewhere"
+#: The reason of an attempt stopped because a handler stopped heartbeating.
+HUNG = "hung"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One long attempt: what was delivered, what it runs, and how often it heartbeats."""
+
+    message: Delivery
+    envelope: Envelope
+    ctx: TaskContext
+    attempt: Attempt
+    heartbeat: float | None
+
+
+def attempt_of(headers: dict[str, Any], counted: int) -> int:
+    """The attempt number of a long attempt: a handed-over copy runs its attempt again; a
+    retry a long attempt sent counts on from it (``counted`` is what ``x-death`` says)."""
+    sent = headers.get(H_LONG_ATTEMPT)
+    if not isinstance(sent, int):
+        return counted
+    return sent if H_LEASE in headers else sent + counted
+
+
+class LongRuns:
+    """The long attempts of one worker."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self._settings = settings
+        self._names = Names(settings.namespace)
+        #: Above this timeout an attempt is long: its delivery could not stay unacked.
+        self.above = settings.consumer_timeout_seconds * 0.9
+        #: Long attempts that ended, by the delivery they came in: the consumer settles them.
+        self.parked: dict[Delivery, Parked] = {}
+
+    def wanted(self, envelope: Envelope, heartbeat: float | None) -> bool:
+        """True when the attempt is long: its timeout is above the consumer timeout's bound,
+        or its handler declared a heartbeat interval."""
+        asked = envelope.timeout_seconds
+        return heartbeat is not None or (asked is not None and asked > self.above)
+
+    def settling(self, message: Delivery, attempt: int) -> tuple[Delivery, int]:
+        """What to settle ``message``'s fate on, and its attempt number (itself, unchanged,
+        unless it ran long)."""
+        parked = self.parked.pop(message, None)
+        return (message, attempt) if parked is None else (parked, parked.attempt)
+
+    async def run(
+        self,
+        message: Delivery,
+        envelope: Envelope,
+        ctx: TaskContext,
+        attempt: Attempt,
+        heartbeat: float | None = None,
+    ) -> Result:
+        """Claim the run, park it, ack its delivery and run ``attempt`` while the lease is kept;
+        ``settling`` then gives the consumer the parked delivery."""
+        ctx.attempt = attempt_of(message.headers, ctx.attempt)
+        job = Job(message, envelope, ctx, attempt, heartbeat)
+        try:
+            connection = await plain_connection(
+                self._settings, f"warren-long {envelope.run_id}", self._settings.heartbeat_seconds
+            )
+        except BROKER_TROUBLE as error:
+            return Result(Outcome.RETRYABLE, "claim-unavailable", f"cannot claim: {error!r}")
+        try:
+            return await self._claimed(connection, job)
+        except BaseException:
+            if message not in self.parked:
+                await connection.close()
+            raise
+
+    async def _claimed(self, connection: AbstractConnection, job: Job) -> Result:
+        claim = claim_queue(self._names, job.envelope.run_id)
+        if await try_exclusive(connection, claim) is None:
+            await connection.close()
+            why = "another attempt of this run holds its claim and runs it"
+            return Result(Outcome.CONTENDED, CLAIMED, why)
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        attempt = job.ctx.attempt
+        lease = LeaseQueue(channel, job.message, attempt, self._names, self._settings)
+        await lease.park()
+        await job.message.ack()  # the broker holds the run in the lease queue from now on
+        parked = Parked(job.message, attempt, lease, connection, self._names.dlx)
+        self.parked[job.message] = parked
+        keeper = Keeper(connection, channel, lease, claim, self._settings.long_lease_seconds)
+        return await self._run(parked, keeper, job)
+
+    async def _run(self, parked: Parked, keeper: Keeper, job: Job) -> Result:
+        lease = self._settings.long_lease_seconds
+        if H_LEASE in job.message.headers:
+            # Handed over: whoever ran it before stops within half a lease of losing touch.
+            await asyncio.sleep(lease / 2)
+        ctx = job.ctx
+        ctx.timeout_seconds = job.envelope.timeout_seconds or self._settings.task_timeout_seconds
+        ctx.beats = beats = Beats()
+        watchdog = self._watch(beats, job.heartbeat, keeper.stop) if job.heartbeat else None
+        keeper.start()
+        try:
+            result = await run_until_stopped(job.attempt, keeper.stop, ctx)
+        finally:
+            await keeper.end()
+            if watchdog is not None:
+                watchdog.cancel()
+            # Settled by the consumer at once; if it never is (a shutdown), the claim goes
+            # after a lease and the parked copy hands the run over.
+            parked.let_go_in(lease)
+        parked.lost = result.reason == CLAIM_LOST
+        log.info("long attempt ended", run_id=job.envelope.run_id, reason=result.reason)
+        return result
+
+    def _watch(
+        self, beats: Beats, interval: float, stop: asyncio.Future[Result]
+    ) -> asyncio.Task[None]:
+        async def watching() -> None:
+            why = await silence(beats, interval, self._settings.heartbeat_misses)
+            if not stop.done():
+                stop.set_result(Result(Outcome.RETRYABLE, HUNG, why))
+
+        return asyncio.create_task(watching())
