@@ -71,7 +71,9 @@ class Announcer:
         body = announcement(self.worker, self._tasks, leaving=leaving)
         try:
             exchange = await self._channel.get_exchange(self._exchange, ensure=False)
-            await exchange.publish(aio_pika.Message(body), "")
+            # Not mandatory: with no monitor listening, the fanout routes it nowhere, which is
+            # no error (a returned message would be logged as a warning each time).
+            await exchange.publish(aio_pika.Message(body), "", mandatory=False)
         except Exception as error:
             # A lost announcement is made again a few seconds later; the worker runs on.
             log.warning("tasks not announced", error=repr(error))

@@ -189,11 +189,26 @@ class Scope:
             self.stopped = tombstone
             self._task.cancel()
 
-    async def __aenter__(self) -> Scope:
+    def enter(self) -> None:
+        """The attempt begins in the current task: a cancel of its run now cancels the task."""
         self._task = asyncio.current_task()
         # One attempt per run id at a time is the rule: a duplicate delivery running beside
         # it takes the entry over, and only the newer one can be cancelled.
         self._scopes[self._run_id] = self
+
+    def leave(self, cancelled: bool) -> bool:
+        """The attempt ended (by a ``CancelledError`` when ``cancelled``); True when this
+        scope's cancel alone ended it: its result is ``result()``. An attempt that ended on
+        its own with a cancel on its way must then ``absorb()`` it (``stopped`` is set)."""
+        if self._scopes.get(self._run_id) is self:
+            del self._scopes[self._run_id]
+        if self.stopped is None or self._task is None or not cancelled:
+            return False
+        # Ours alone (a shutdown's cancel as well goes on out): the attempt ends cancelled.
+        return self._task.uncancel() == 0
+
+    async def __aenter__(self) -> Scope:
+        self.enter()
         return self
 
     async def __aexit__(
@@ -202,17 +217,12 @@ class Scope:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if self._scopes.get(self._run_id) is self:
-            del self._scopes[self._run_id]
-        if self.stopped is None or self._task is None:
-            return False
-        if kind is None:
-            await self._absorb()
-            return False
-        # Ours alone (a shutdown's cancel as well goes on out): the attempt ends cancelled.
-        return kind is asyncio.CancelledError and self._task.uncancel() == 0
+        took = self.leave(kind is asyncio.CancelledError)
+        if kind is None and self.stopped is not None:
+            await self.absorb()
+        return took
 
-    async def _absorb(self) -> None:
+    async def absorb(self) -> None:
         """The attempt ended before our cancel reached it: its result stands, and the cancel
         still pending on the task is taken here rather than in the settling that follows."""
         self.stopped = None

@@ -30,7 +30,7 @@ from warren_cron.worker.cancels import Cancels
 from warren_cron.worker.crashloop import UNMARKED, CrashGuard
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
-from warren_cron.worker.flow import Flow, wanted
+from warren_cron.worker.flow import HTTP_TASK, Flow, wanted
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
 from warren_cron.worker.metrics import WorkerMetrics
@@ -217,7 +217,7 @@ class Worker:
                 deadline = envelope.deadline if envelope else None
                 cap = self.settings.retry_max_delay_ms
                 verdict = decide(result, message.routing_key, deadline, cap)
-                if self._flow is not None and envelope is not None:
+                if self._flow is not None and envelope is not None and envelope.task == HTTP_TASK:
                     verdict = self._flow.judged(envelope, verdict)
                 body_run_id = envelope.run_id if envelope else None
                 run_id = run_id_of(body_run_id, message.message_id, message.headers)

@@ -52,9 +52,13 @@ def destination(url: str, scope: Scope = "host") -> str | None:
     return host if scope == "host" else host + (parsed.raw_path or "/")
 
 
+#: The one task flow control watches: the destinations it calls are known.
+HTTP_TASK = "http"
+
+
 def task_destination(envelope: Envelope, scope: Scope = "host") -> str | None:
     """The destination of an http task in ``scope``, else None."""
-    if envelope.task != "http" or not isinstance(envelope.payload, dict):
+    if envelope.task != HTTP_TASK or not isinstance(envelope.payload, dict):
         return None
     url = envelope.payload.get("url")
     return destination(url, scope) if isinstance(url, str) else None

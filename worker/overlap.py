@@ -51,15 +51,21 @@ OPENING_TROUBLE: tuple[type[BaseException], ...] = (TimeoutError, *BROKER_TROUBL
 Attempt = Callable[[], Coroutine[Any, Any, Result]]
 
 
+def guarded(envelope: Envelope) -> bool:
+    """True when an attempt runs under its schedule's lock (``Forbid``, ``Replace``)."""
+    return envelope.concurrency != "Allow" and envelope.schedule is not None
+
+
 async def run_guarded(
     settings: WorkerSettings, envelope: Envelope, ctx: TaskContext, attempt: Attempt
 ) -> Result:
     """Run ``attempt`` under the envelope's overlap policy."""
-    if envelope.concurrency == "Allow" or envelope.schedule is None:
+    schedule = envelope.schedule
+    if not guarded(envelope) or schedule is None:
         return await attempt()
     names = Names(settings.namespace)
-    queue = names.lock_queue(envelope.schedule)
-    holder = names.lock_holder_queue(envelope.schedule, envelope.run_id)
+    queue = names.lock_queue(schedule)
+    holder = names.lock_holder_queue(schedule, envelope.run_id)
     try:
         connection = await _connect(settings, queue)
     except BROKER_TROUBLE as error:

@@ -5,6 +5,7 @@ and concurrency slots.
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 
 from warren_cron.codec import decode
@@ -12,15 +13,15 @@ from warren_cron.envelope import Envelope
 from warren_cron.errors import MessageDecodeError
 from warren_cron.headers import H_REDELIVERED
 from warren_cron.worker.attempt import Outcome, Result, run_attempt
-from warren_cron.worker.cancels import Cancels
+from warren_cron.worker.cancels import Cancels, Scope
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.crashloop import Mark
 from warren_cron.worker.delivery import Delivery
-from warren_cron.worker.flow import Flow
+from warren_cron.worker.flow import HTTP_TASK, Flow
 from warren_cron.worker.gate import Gate
 from warren_cron.worker.limits import body_too_large
 from warren_cron.worker.metrics import WorkerMetrics
-from warren_cron.worker.overlap import run_guarded
+from warren_cron.worker.overlap import guarded, run_guarded
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.report import Reporter
 from warren_cron.worker.settings import WorkerSettings
@@ -66,30 +67,56 @@ class Pipeline:
         scope = self._cancels.scope(envelope)
         if scope.stopped is not None:
             return envelope, scope.result()
-        async with scope:
-            return envelope, await self._admitted(message, envelope, attempt, ctx)
-        return envelope, scope.result()  # reached only when the scope took the cancel
+        return envelope, await self._scoped(scope, message, envelope, attempt, ctx)
+
+    async def _scoped(
+        self, scope: Scope, message: Delivery, envelope: Envelope, attempt: int, ctx: TaskContext
+    ) -> Result:
+        """The attempt in its cancel scope (``async with scope``, spelled out: no two
+        coroutines an attempt to enter and leave it)."""
+        scope.enter()
+        try:
+            result = await self._admitted(message, envelope, attempt, ctx)
+        except BaseException as error:
+            if scope.leave(isinstance(error, asyncio.CancelledError)):
+                return scope.result()
+            raise
+        scope.leave(cancelled=False)
+        if scope.stopped is not None:  # it ended on its own, with our cancel on its way
+            await scope.absorb()
+        return result
 
     async def _admitted(
         self, message: Delivery, envelope: Envelope, attempt: int, ctx: TaskContext
     ) -> Result:
-        rates = self.gate.rates(envelope)
-        if rates and (waits := await self.gate.admit(rates, envelope)) is not None:
+        plain = self.gate.plain(envelope)
+        if not plain and (waits := await self._windows(envelope)) is not None:
             return waits
-        flow = self._flow
+        # Flow control watches http tasks alone: the others pay one comparison.
+        flow = self._flow if envelope.task == HTTP_TASK else None
         if flow is not None and (deferred := flow.admit(envelope, attempt)) is not None:
             return deferred
-        self._metrics.started(envelope.scheduled_for, attempt)
+        if self._metrics.enabled:
+            self._metrics.started(envelope.scheduled_for, attempt)
         self._report.started(message, envelope, attempt)
-        # Forbid/Replace schedules run under their lock (worker/overlap.py), limited tasks
-        # in a slot (worker/slots.py).
-        limit = self.settings.result_max_bytes
-        run = partial(run_attempt, self.registry, envelope, ctx, limit)
-        limited = self.gate.limited(envelope, run)
-        result = await run_guarded(self.settings, envelope, ctx, limited)
+        result = await self._run(envelope, ctx, plain)
         if flow is not None:
             flow.ended(envelope, result)
         return result
+
+    async def _windows(self, envelope: Envelope) -> Result | None:
+        """A deferral when the start does not fit a rate window of the attempt, else None."""
+        rates = self.gate.rates(envelope)
+        return await self.gate.admit(rates, envelope) if rates else None
+
+    async def _run(self, envelope: Envelope, ctx: TaskContext, plain: bool) -> Result:
+        """The handler, under its overlap lock (worker/overlap.py) and concurrency slots
+        (worker/slots.py) when it has them; straight away when it has none (most)."""
+        limit = self.settings.result_max_bytes
+        if plain and not guarded(envelope):
+            return await run_attempt(self.registry, envelope, ctx, limit)
+        run = partial(run_attempt, self.registry, envelope, ctx, limit)
+        return await run_guarded(self.settings, envelope, ctx, self.gate.limited(envelope, run))
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(
