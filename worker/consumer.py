@@ -20,14 +20,16 @@ from warren_cron.broker.underlay import underlay
 from warren_cron.clock import now_text
 from warren_cron.codec import run_id_of
 from warren_cron.declare import declare_topology
+from warren_cron.envelope import Envelope
 from warren_cron.headers import attempt_number
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.adopt import Adopter, needs_plan
 from warren_cron.worker.announce import Announcer
+from warren_cron.worker.attempt import Result
 from warren_cron.worker.cancels import Cancels
-from warren_cron.worker.crashloop import UNMARKED, CrashGuard
+from warren_cron.worker.crashloop import UNMARKED, CrashGuard, Mark
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Settler, Verdict, decide
 from warren_cron.worker.flow import HTTP_TASK, Flow, wanted
@@ -203,39 +205,59 @@ class Worker:
         try:
             if needs_plan(message.routing_key) and await self._adopted(message):
                 return
-            started = time.monotonic()
             attempt = attempt_number(message.headers, self.names.main_queue)
-            # The attempt's span (docs/tracing.md) is current until its report is written.
-            with tracing.attempt(message.headers, message.message_id, attempt) as span:
+            if self._crashes.watching(message):
                 mark = await self._crashes.enter(message, attempt)
-                envelope, result = await self._pipeline.run(message, attempt, mark)
-                # The attempt ends here, before its fate is settled: a failure record confirmed
-                # now can be replayed before the report, and the replay must come after it in time.
-                seconds, ended_at = time.monotonic() - started, now_text()
-                self._running.discard(task)
-                self._settling.add(task)
-                deadline = envelope.deadline if envelope else None
-                cap = self.settings.retry_max_delay_ms
-                verdict = decide(result, message.routing_key, deadline, cap)
-                if self._flow is not None and envelope is not None and envelope.task == HTTP_TASK:
-                    verdict = self._flow.judged(envelope, verdict)
-                body_run_id = envelope.run_id if envelope else None
-                run_id = run_id_of(body_run_id, message.message_id, message.headers)
-                settled = await self._settle(message, verdict, attempt, run_id)
-                failed = settled and verdict.action is Action.FAIL
-                status, value = result.http_status, result.value
-                ended = Ended(
-                    message, envelope, attempt, verdict, seconds, ended_at, failed, status, value
-                )
-                span.ended(envelope, verdict.action.value, verdict.reason, status)
-                self._report.ended(ended)
+            # The attempt's span (docs/tracing.md) is current until its report is written.
+            span = tracing.attempt(message.headers, message.message_id, attempt)
+            if span is tracing.NO_ATTEMPT:  # tracing off: no span to enter and leave
+                settled = await self._attempt(message, attempt, mark, task, span)
+            else:
+                with span:
+                    settled = await self._attempt(message, attempt, mark, task, span)
         finally:
             # Also after a cancel at shutdown: a handed-back attempt is no worker death.
-            await self._crashes.leave(mark, settled)
+            if mark.queue is not None:
+                await self._crashes.leave(mark, settled)
             self._running.discard(task)
             self._settling.discard(task)
             if not self._running and not self._settling:
                 self._idle.set()
+
+    async def _attempt(
+        self,
+        message: Delivery,
+        attempt: int,
+        mark: Mark,
+        task: asyncio.Task[object],
+        span: tracing.Attempt,
+    ) -> bool:
+        """Run one attempt, settle its message and report it; True when settled."""
+        started = time.monotonic()
+        envelope, result = await self._pipeline.run(message, attempt, mark)
+        # The attempt ends here, before its fate is settled: a failure record confirmed
+        # now can be replayed before the report, and the replay must come after it in time.
+        seconds, ended_at = time.monotonic() - started, now_text()
+        self._running.discard(task)
+        self._settling.add(task)
+        verdict = self._verdict(message, envelope, result)
+        body_run_id = envelope.run_id if envelope else None
+        run_id = run_id_of(body_run_id, message.message_id, message.headers)
+        settled = await self._settle(message, verdict, attempt, run_id)
+        failed = settled and verdict.action is Action.FAIL
+        status, value = result.http_status, result.value
+        ended = Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status, value)
+        span.ended(envelope, verdict.action.value, verdict.reason, status)
+        self._report.ended(ended)
+        return settled
+
+    def _verdict(self, message: Delivery, envelope: Envelope | None, result: Result) -> Verdict:
+        """What to do with the message after ``result`` (its plan, deadline and budget)."""
+        deadline = envelope.deadline if envelope else None
+        verdict = decide(result, message.routing_key, deadline, self.settings.retry_max_delay_ms)
+        if self._flow is not None and envelope is not None and envelope.task == HTTP_TASK:
+            verdict = self._flow.judged(envelope, verdict)
+        return verdict
 
     async def _adopted(self, message: Delivery) -> bool:
         """True when a hand-published task was adopted or failed (see ``Adopter.take``)."""

@@ -113,6 +113,11 @@ class CrashGuard:
         if not self._quorum:
             self._channel = await connection.channel(publisher_confirms=True)
 
+    def watching(self, message: Delivery) -> bool:
+        """True when ``enter`` has anything to do for ``message``: on quorum queues always
+        (a look at its delivery count), on classic ones for a redelivered message."""
+        return self._quorum or (self._channel is not None and message.redelivered)
+
     async def enter(self, message: Delivery, attempt: int) -> Mark:
         """Before an attempt: mark a redelivered one, or say it is crash-looping."""
         if self._quorum:

@@ -37,7 +37,7 @@ from warren_cron.errors import CONNECTION_ERRORS
 from warren_cron.names import FAILED_KEY, FINAL_KEY
 from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, Received, failure_record
-from warren_cron.worker.attempt import EXPIRED, Outcome, Result
+from warren_cron.worker.attempt import EXPIRED, SUCCESS, Outcome, Result
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.later import Later
 from warren_cron.worker.retry_after import retry_after_hold
@@ -90,6 +90,10 @@ class Verdict:
     key: str | None = None
 
 
+#: The verdict on ``SUCCESS``, the result of most attempts.
+ACK_SUCCESS = Verdict(Action.ACK, SUCCESS.reason)
+
+
 def decide(
     result: Result,
     routing_key: str,
@@ -98,6 +102,8 @@ def decide(
 ) -> Verdict:
     """Map an attempt's result, the message's remaining plan and the task's deadline to an
     action; ``max_delay_ms`` caps a ``Retry-After`` (``CRON_RETRY_MAX_DELAY_MS``)."""
+    if result is SUCCESS:
+        return ACK_SUCCESS  # most attempts: no verdict to build
     if result.outcome is Outcome.SUCCEEDED:
         return Verdict(Action.ACK, result.reason)
     if result.outcome in _OVERLAP:
