@@ -37,8 +37,9 @@ def load(args: argparse.Namespace) -> tuple[SchedulerSettings, ScheduleSet]:
     settings = load_settings(SchedulerSettings)
     if args.schedules is not None:
         settings = settings.model_copy(update={"schedules_file": args.schedules})
-    read = load_schedules if args.check else file_or_none
-    return settings, read(settings.schedules_file, settings)
+    if args.check:
+        return settings, load_schedules(settings.schedules_file, settings)
+    return settings, file_or_none(settings.schedules_file, settings).compact()
 
 
 def freeze_heap() -> None:

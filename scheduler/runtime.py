@@ -158,7 +158,7 @@ class RuntimeSchedules:
         self._stale = True
         self._wake.set()
         entry = self.book.state.entries[name]
-        last = entry.history[-1] if entry.history else {}
+        last = entry.last_change
         log.info(
             "runtime schedule changed",
             schedule=name,
@@ -174,7 +174,9 @@ class RuntimeSchedules:
         if entry is None or entry.status != "active" or entry.manager == SCHEDULER_FILE:
             return
         try:
-            self._built[name] = build_schedule(entry.spec, self._settings, since=entry.since)
+            self._built[name] = build_schedule(
+                entry.spec, self._settings, since=entry.since, packed=entry.spec_bytes
+            )
         except PlanError as error:
             log.warning("runtime schedule not run: its retry plan", schedule=name, error=str(error))
 

@@ -90,7 +90,7 @@ class Scheduler:
             log.info("schedules not reloaded: still no schedules file", file=self.schedules.source)
             return False
         try:
-            schedules = load_schedules(self.settings.schedules_file, self.settings)
+            schedules = load_schedules(self.settings.schedules_file, self.settings).compact()
         except ScheduleError as error:
             _log_rejected(error)
             return False

@@ -29,6 +29,7 @@ from benchlib import fire as fire_bench
 from benchlib import http as http_bench
 from benchlib import instructions as instructions_bench
 from benchlib import lag as lag_bench
+from benchlib import memory as memory_bench
 from benchlib import replay as replay_bench
 from benchlib import runtime_schedules as schedules_bench
 from benchlib import scale as scale_bench
@@ -200,6 +201,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "clients": clients_bench.clients,
     "scale": scale_bench.scale,
     "schedules": schedules_bench.schedules,
+    "memory": memory_bench.memory,
     "startup": startup_bench.startup,
 }
 
@@ -227,6 +229,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         clients_bench,
         scale_bench,
         schedules_bench,
+        memory_bench,
         startup_bench,
     ):
         module.add_command(sub)

@@ -11,10 +11,10 @@ import pytest
 
 from warren_cron.errors import StoreError
 from warren_cron.schedules.spec import RetrySpec, ScheduleSpec
+from warren_cron.schedules.trusted import ADAPTED, PLAIN
 from warren_cron.store.changes import Change, spec_json
 from warren_cron.store.snapshot import decode_snapshot, encode_snapshot
 from warren_cron.store.state import StoreState
-from warren_cron.store.trusted import ADAPTED, PLAIN
 
 #: A spec of each shape a snapshot holds: every optional field set by one of them.
 SHAPES: list[dict[str, Any]] = [

@@ -49,7 +49,9 @@ class RetryPlan:
     ) -> RetryPlan:
         """Plan where retry n waits ``delay_ms * multiplier**(n-1)``, capped at ``max_delay_ms``."""
         cap = MAX_DELAY_MS if max_delay_ms is None else max_delay_ms
-        return cls(tuple(min(round(delay_ms * multiplier**n), cap) for n in range(retries)))
+        if cls is not RetryPlan:
+            return cls(tuple(min(round(delay_ms * multiplier**n), cap) for n in range(retries)))
+        return _exponential(retries, delay_ms, multiplier, cap)
 
     @classmethod
     def from_key(cls, key: str) -> RetryPlan:
@@ -112,3 +114,10 @@ def task_plan(
     if schedule is not None and schedule_plans and schedule in schedule_plans:
         return schedule_plans[schedule]
     return default
+
+
+@lru_cache(maxsize=1024)
+def _exponential(retries: int, delay_ms: int, multiplier: float, cap: int) -> RetryPlan:
+    # One plan object for every schedule with the same plan: a million schedules on the
+    # default plan held a million copies of it (200 bytes each).
+    return RetryPlan(tuple(min(round(delay_ms * multiplier**n), cap) for n in range(retries)))

@@ -58,6 +58,10 @@ class ScheduleSet:
         """The schedule called ``name``, if any."""
         return next((s for s in self.schedules if s.name == name), None)
 
+    def compact(self) -> ScheduleSet:
+        """The same schedules holding their specs as JSON bytes (what a scheduler keeps)."""
+        return ScheduleSet(self.source, tuple(s.compact() for s in self.schedules))
+
     def plans(self) -> dict[str, RetryPlan]:
         """Retry plan of each schedule by name (replaying a failed fire uses it)."""
         return {s.name: s.plan for s in self.schedules}

@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from warren_cron.clock import utc_text
 from warren_cron.envelope import Envelope
 from warren_cron.history.events import EventType, event
 from warren_cron.plan import RetryPlan
 from warren_cron.runtime.settings import CronSettings
-from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.schedules.spec import ScheduleSpec, json_bytes, spec_json
 from warren_cron.schedules.timing import EPOCH, IntervalTiming, Timing, cron_timing, parse_interval
+from warren_cron.schedules.trusted import trusted_spec
 
 _TICK = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A validated schedule: its timing parsed once, its retry plan resolved."""
+    """A validated schedule: its timing parsed once, its retry plan resolved; its spec held
+    as the spec itself or, compact, as its JSON bytes (decoded when asked for: when the
+    schedule fires or changes, not while it waits)."""
 
-    spec: ScheduleSpec
+    held: ScheduleSpec | bytes
     timing: Timing
     plan: RetryPlan
     start_at: datetime | None
@@ -39,16 +45,33 @@ class Schedule:
     #: Fires are owed from here on: the schedule's creation or the last change of its timing
     #: (None: not known here, no bound). ``runs`` without ``start_at`` counts from it.
     since: datetime | None = None
+    #: The schedule's unique name.
+    name: str = ""
+    #: What the wait for a fire reads of the spec, kept beside it so a compact schedule
+    #: is not decoded for it: ``enabled`` and ``jitter_ms``.
+    enabled: bool = True
+    jitter_ms: int = 0
 
     @property
-    def name(self) -> str:
-        """The schedule's unique name."""
-        return self.spec.name
+    def spec(self) -> ScheduleSpec:
+        """The spec (a compact schedule's decoded anew: a few microseconds)."""
+        held = self.held
+        if isinstance(held, ScheduleSpec):
+            return held
+        return trusted_spec(self.name, orjson.loads(held))
+
+    def compact(self, held: bytes | None = None) -> Schedule:
+        """This schedule holding its spec as JSON bytes (``held``: those bytes, when the
+        caller keeps them already)."""
+        if isinstance(self.held, bytes):
+            return self
+        packed = held if held is not None else json_bytes(spec_json(self.held))
+        return dataclasses.replace(self, held=packed)
 
     def next_fire(self, after: datetime) -> datetime | None:
         """The first fire strictly after ``after``, within ``start_at``/``stop_at``, and
         never before ``since``: a fire from before the schedule existed was never owed."""
-        if not self.spec.enabled:
+        if not self.enabled:
             return None
         first = self.owed_start
         if first is not None and after < first:
@@ -81,7 +104,7 @@ class Schedule:
     def local_date(self, fire: datetime) -> date:
         """The date of ``fire`` in the schedule's zone (UTC for intervals): what ``exclude``
         names."""
-        return fire.astimezone(self.spec.zone).date()
+        return fire.astimezone(self.spec.zone).date()  # only with ``exclude``: rare
 
     def _day_end(self, fire: datetime) -> datetime:
         following = self.local_date(fire) + timedelta(days=1)
@@ -90,7 +113,7 @@ class Schedule:
     def delay(self, run_id: str) -> timedelta:
         """The jitter of one fire: a function of its run id alone, so every scheduler that
         publishes it waits the same delay (and a failover never publishes it twice)."""
-        bound = self.spec.jitter_ms
+        bound = self.jitter_ms
         if not bound:
             return timedelta()
         digest = hashlib.sha256(run_id.encode()).digest()
@@ -98,7 +121,7 @@ class Schedule:
 
     def due(self, fire: datetime) -> datetime:
         """When ``fire`` is published: its time plus its jitter."""
-        return fire + self.delay(self.run_id(fire)) if self.spec.jitter else fire
+        return fire + self.delay(self.run_id(fire)) if self.jitter_ms else fire
 
     def fires(self, after: datetime, count: int) -> list[datetime]:
         """Up to ``count`` fires after ``after``, in order."""
@@ -148,9 +171,11 @@ def build_schedule(
     defaults: CronSettings,
     default_plan: RetryPlan | None = None,
     since: datetime | None = None,
+    packed: bytes | None = None,
 ) -> Schedule:
     """Resolve a valid spec: timing, bounds and retry plan (``default_plan`` if it has none);
-    ``since``: when its fires are first owed (its creation, or the last change of its timing)."""
+    ``since``: when its fires are first owed (its creation, or the last change of its timing);
+    ``packed``: the spec's JSON, held instead of the spec (a compact schedule)."""
     start, stop = spec.bounds()
     timing: Timing
     if spec.cron is not None:
@@ -159,10 +184,23 @@ def build_schedule(
         assert spec.every is not None  # the spec holds exactly one of cron and every
         timing = IntervalTiming(parse_interval(spec.every), start or EPOCH)
     plan = spec.retry.plan(defaults) if spec.retry else default_plan or defaults.default_plan()
-    grace = timedelta(seconds=spec.misfire_grace_seconds)
-    excluded = frozenset(spec.exclude)
+    grace = _grace(spec.misfire_grace_seconds)
+    excluded = frozenset(spec.exclude) if spec.exclude else _NONE_EXCLUDED
+    held: ScheduleSpec | bytes = spec if packed is None else packed
     built = Schedule(
-        spec, timing, plan, start, stop, _routing_key(plan), grace, stop, excluded, since
+        held,
+        timing,
+        plan,
+        start,
+        stop,
+        _routing_key(plan),
+        grace,
+        stop,
+        excluded,
+        since,
+        sys.intern(spec.name),  # one copy for the store's key, the heap's and this
+        spec.enabled,
+        spec.jitter_ms,
     )
     return _limit_runs(built) if spec.runs is not None else built
 
@@ -184,6 +222,16 @@ def _limit_runs(schedule: Schedule) -> Schedule:
     if len(fires) < schedule.spec.runs:
         return schedule
     return dataclasses.replace(schedule, end=fires[-1])
+
+
+#: Shared by every schedule without ``exclude``: an empty frozenset each is 216 bytes.
+_NONE_EXCLUDED: frozenset[date] = frozenset()
+
+
+@lru_cache(maxsize=1024)
+def _grace(seconds: float) -> timedelta:
+    # One duration for every schedule with the same grace (most keep the default).
+    return timedelta(seconds=seconds)
 
 
 @lru_cache(maxsize=1024)

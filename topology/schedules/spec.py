@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, tzinfo
-from typing import Literal
+from typing import Any, Literal
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -206,3 +207,14 @@ def _aware(moment: datetime | None, zone: tzinfo) -> datetime | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
     return moment.astimezone(UTC)
+
+
+def spec_json(spec: ScheduleSpec) -> dict[str, Any]:
+    """The spec as JSON, fields left at their defaults left out."""
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as JSON, in bytes of its own size: orjson returns each result in a buffer
+    of at least 4 KB, which a copy kept for long (a million of them) must not hold on to."""
+    return bytes(memoryview(orjson.dumps(value)))

@@ -118,7 +118,7 @@ def _conflict(name: str, entry: Entry, options: Options) -> str | None:
             "schedule first"
         )
     if entry.manager is not None and entry.version != entry.applied and not options.force:
-        last = entry.history[-1] if entry.history else {}
+        last = entry.last_change
         return (
             f"{name}: changed in the store since the last apply (version {entry.applied} -> "
             f"{entry.version}, by {last.get('by', '?')} at {last.get('at', '?')}); put the "

@@ -7,7 +7,7 @@ well under the broker's largest message (16 MB by default on RabbitMQ 4, 128 MB 
 
 Reading one is on the way of every new leader, so it is kept cheap: the specs a snapshot
 holds were validated when written and are built without their validators
-(``topology/store/trusted.py``), and zlib, which lets go of the GIL, runs in a thread
+(``topology/schedules/trusted.py``), and zlib, which lets go of the GIL, runs in a thread
 (``read_snapshot``/``snapshot_body``) while the event loop goes on.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -108,7 +109,8 @@ def _state_of(text: bytes) -> StoreState:
         if data.get("v") == FORMAT:
             entries = {}
             for name, raw in data["schedules"].items():
-                entries[name] = Entry.from_json(name, raw)
+                # One copy of each name: the store's key, the leader's schedule and heap.
+                entries[sys.intern(name)] = Entry.from_json(name, raw)
             return StoreState(entries, int(data["offset"]))
         problem = f"format {data.get('v')!r}, this version reads {FORMAT}"
     except orjson.JSONDecodeError as error:

@@ -20,7 +20,7 @@ from warren_cron.errors import (
     VersionConflict,
     validation_problems,
 )
-from warren_cron.schedules.spec import ScheduleSpec
+from warren_cron.schedules.spec import ScheduleSpec, json_bytes, spec_json
 from warren_cron.store.changes import HISTORY_KEPT, Change, Entry, Status
 
 
@@ -47,7 +47,7 @@ class StoreState:
         """Why ``change`` cannot apply now; None when it can."""
         entry = self.entries.get(change.name)
         if change.kind == "create" and entry is not None and entry.status == "active":
-            last = entry.history[-1] if entry.history else {}
+            last = entry.last_change
             return NameTaken(
                 f"schedule {change.name!r} exists (version {entry.version}, by "
                 f"{last.get('by', '?')} at {last.get('at', '?')}); update it, or archive it "
@@ -78,12 +78,11 @@ class StoreState:
             return error
         history = [*(entry.history if entry else []), change.meta()][-HISTORY_KEPT:]
         status: Status = "archived" if change.kind == "archive" else "active"
+        held = _held(change, entry, spec, trusted)
+        since = _since(change, entry, spec)
         self.entries[change.name] = Entry(
-            spec, change.version, status, history, *_managed(change, entry)
+            held, change.version, status, history, *_managed(change, entry), since=since
         )
-        self.entries[change.name].since = _since(change, entry, spec)
-        if trusted:  # its JSON is at hand: a snapshot need not dump it again
-            self.entries[change.name].spec_data = change.spec
         return None
 
 
@@ -95,6 +94,16 @@ def _managed(change: Change, entry: Entry | None) -> tuple[str | None, int]:
     if entry is None or change.kind == "create":
         return None, 0
     return entry.manager, entry.applied
+
+
+def _held(change: Change, entry: Entry | None, spec: ScheduleSpec, trusted: bool) -> bytes:
+    # The spec's JSON as the entry keeps it: the writer's own when it was checked here, the
+    # last one for an archive, else dumped from the spec just validated.
+    if change.spec is None and entry is not None:
+        return entry.spec_bytes
+    if trusted:
+        return json_bytes(change.spec)
+    return json_bytes(spec_json(spec))
 
 
 def _since(change: Change, entry: Entry | None, spec: ScheduleSpec) -> datetime | None:
