@@ -29,8 +29,10 @@ from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE, StoreError
 from warren_cron.scheduler.leader import identity
 from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.apply import SCHEDULER_FILE, Options, Plan, Step, plan_apply
 from warren_cron.store.book import StoreBook
+from warren_cron.store.bulk import IN_FLIGHT
 from warren_cron.store.changes import Change, Entry, Kind, spec_json
 
 log = structlog.get_logger("scheduler")
@@ -57,18 +59,45 @@ async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -
         )
     by, reason = f"scheduler {identity()}", f"reload of {file.source}"
     seen = {s.name: s.since or first_seen for s in file.schedules} if plan.changes() else {}
+    changes: list[tuple[Change, ScheduleSpec | None]] = []
     for step in plan.changes():
         data = None if step.spec is None else spec_json(step.spec)
         kind = _KINDS[step.action]
         change = Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE)
         if _timed(step, book.state.entries.get(step.name)):
             change = dataclasses.replace(change, at=seen[step.name])
-        await book.append(change)
+        changes.append((change, step.spec))
+    await write_all(book, changes, file.source)
     if plan.changes():
         log.info(
             "schedules file applied to the store", file=file.source, changes=len(plan.changes())
         )
     return plan
+
+
+async def write_all(
+    book: StoreBook, changes: list[tuple[Change, ScheduleSpec | None]], source: str
+) -> None:
+    """Write the changes as a bulk create does: ``IN_FLIGHT`` at a time (the writes of one
+    turn of the loop go out in one socket write), each spec folded in as checked. One
+    schedule's change refused is logged and the others written; broker trouble raises."""
+    window = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(change: Change, spec: ScheduleSpec | None) -> None:
+        async with window:
+            await book.append(change, spec)
+
+    results = await asyncio.gather(*(one(*item) for item in changes), return_exceptions=True)
+    for (change, _), result in zip(changes, results, strict=True):
+        if isinstance(result, StoreError):
+            log.warning(
+                "schedule of the file not applied to the store; it still runs from the file",
+                schedule=change.name,
+                error=str(result),
+                file=source,
+            )
+        elif isinstance(result, BaseException):
+            raise result
 
 
 def _timed(step: Step, entry: Entry | None) -> bool:

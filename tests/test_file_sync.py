@@ -18,7 +18,8 @@ from warren_cron.faultkit.waits import eventually
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.admin import ScheduleAdmin
 from warren_cron.store.apply import SCHEDULER_FILE, Step
-from warren_cron.store.changes import Entry
+from warren_cron.store.book import StoreBook
+from warren_cron.store.changes import Change, Entry
 
 pytestmark = pytest.mark.broker
 
@@ -142,3 +143,41 @@ async def test_an_invalid_file_on_reload_leaves_the_store_as_it_was(
         "other": ("archived", SCHEDULER_FILE, "1h"),
     }
     await eventually(lambda: _matches(admin, after), 15, what="the valid reload applied")
+
+
+async def test_a_file_of_10000_schedules_is_written_to_the_store_in_bulk(
+    broker: TestBroker,
+    schedulers: Schedulers,
+    admin: ScheduleAdmin,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader writes a file's 10,000 schedules with many changes in flight at once (as
+    a bulk create does), not one round trip after another, and the store holds every one,
+    managed by the file."""
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, "".join(every(f"s{n:05d}", "1h") for n in range(10_000)))
+    in_flight, most = 0, 0
+    append = StoreBook.append
+
+    async def counted(book: StoreBook, change: Change, spec: ScheduleSpec | None = None) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await append(book, change, spec)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(StoreBook, "append", counted)
+    with capture_logs() as logs:
+        await schedulers.start(path)
+
+        def applied() -> bool:
+            return any(e["event"] == "schedules file applied to the store" for e in logs)
+
+        await eventually(applied, 120, what="the file of 10,000 applied")
+    entries = await admin.entries()
+    managed = [e for e in entries.values() if e.manager == SCHEDULER_FILE]
+    assert len(managed) == 10_000 and all(e.status == "active" for e in managed)
+    assert most >= 100, f"at most {most} changes in flight: written one after another"
