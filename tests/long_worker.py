@@ -14,21 +14,25 @@ import os
 import time
 from typing import Any
 
+import orjson
 from aiormq.abc import DeliveredMessage
 
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.codec import decode
 from warren_cron.declare import declare_topology
+from warren_cron.envelope import Envelope
 from warren_cron.headers import attempt_number
 from warren_cron.names import Names
 from warren_cron.runtime.logs import configure_logging
 from warren_cron.runtime.settings import load_settings
 from warren_cron.worker.acks import Acks
-from warren_cron.worker.attempt import run_attempt
+from warren_cron.worker.attempt import Result, run_attempt
+from warren_cron.worker.cancels import Cancels
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Settler, decide
-from warren_cron.worker.longrun import LongRuns
+from warren_cron.worker.longrun import Attempt, LongRuns
+from warren_cron.worker.overlap import run_guarded
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.settings import WorkerSettings
 from warren_cron.worker.subscription import Subscription
@@ -69,13 +73,19 @@ async def hangs_once(payload: dict[str, Any], ctx: TaskContext) -> None:
     note(ctx, "end")
 
 
+def progress_line(event: dict[str, Any]) -> None:
+    """Print a history event the long attempts wrote, as a line of its own."""
+    print(orjson.dumps({"history": event}).decode(), flush=True)
+
+
 class LongWorker:
     """Consumes the main queue and runs each task long, watched by its declared heartbeat."""
 
-    def __init__(self, settings: WorkerSettings, settler: Settler) -> None:
-        self.settings, self.settler = settings, settler
+    def __init__(self, settings: WorkerSettings, settler: Settler, cancels: Cancels) -> None:
+        self.settings, self.settler, self.cancels = settings, settler, cancels
         self.names = Names(settings.namespace)
-        self.long = LongRuns(settings)
+        self.long = LongRuns(settings, emit=progress_line)
+        self.long.use(registry)
 
     async def on_delivery(self, acks: Acks, delivered: DeliveredMessage) -> None:
         """Run one delivery as a long attempt and settle its fate as the worker does."""
@@ -92,16 +102,28 @@ class LongWorker:
             timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
         )
 
-        async def run() -> Any:
+        async def run() -> Result:
             return await run_attempt(registry, envelope, ctx)
 
-        registered = registry.get(envelope.task)
-        beat = None if registered is None else registered.heartbeat_seconds
-        result = await self.long.run(message, envelope, ctx, run, beat)
+        async def guarded() -> Result:
+            return await run_guarded(self.settings, envelope, ctx, run)
+
+        result = await self.scoped(message, envelope, ctx, guarded)
         settle_on, attempt = self.long.settling(message, ctx.attempt)
         verdict = decide(result, message.routing_key)
         await self.settler.settle(settle_on, verdict, attempt, envelope.run_id)
         print(json.dumps({"event": "settled", "run": envelope.run_id, "reason": result.reason}))
+
+    async def scoped(
+        self, message: Delivery, envelope: Envelope, ctx: TaskContext, attempt: Attempt
+    ) -> Result:
+        """Run the long attempt as the worker's pipeline does: a cancel stops it."""
+        scope = self.cancels.scope(envelope)
+        if scope.stopped is not None:
+            return scope.result()
+        async with scope:
+            return await self.long.run(message, envelope, ctx, attempt)
+        return scope.result()  # reached only when the scope took the cancel
 
 
 async def serve(settings: WorkerSettings) -> None:
@@ -114,7 +136,9 @@ async def serve(settings: WorkerSettings) -> None:
     await declare_topology(channel, names, settings)
     publisher = await publish_channel(publish)
     dlx = await publisher.get_exchange(names.dlx, ensure=False)
-    worker = LongWorker(settings, Settler(dlx))
+    cancels = Cancels(names)
+    await cancels.start(settings)
+    worker = LongWorker(settings, Settler(dlx), cancels)
     subscription = Subscription(channel, names.main_queue, worker.on_delivery)
 
     async def redeclare() -> None:

@@ -87,11 +87,15 @@ async def test_heartbeats_keep_the_watchdog_away() -> None:
 def test_long_attempts_are_those_past_the_consumer_timeouts_bound_or_heartbeating() -> None:
     """Above 0.9 x the consumer timeout, or with a heartbeat: long; else not."""
     runs = LongRuns(WorkerSettings(consumer_timeout_seconds=100, task_timeout_seconds=50))
+    registry = Registry()
+    registry.register("beating", lambda payload, ctx: None, heartbeat=60)
+    registry.register("t", lambda payload, ctx: None)
+    runs.use(registry)
     plain = Envelope(task="t", run_id="r", scheduled_for=utcnow())
-    assert not runs.wanted(plain, None)
-    assert not runs.wanted(plain.model_copy(update={"timeout_seconds": 90.0}), None)
-    assert runs.wanted(plain.model_copy(update={"timeout_seconds": 21600.0}), None)
-    assert runs.wanted(plain, 60.0)
+    assert not runs.wanted(plain)
+    assert not runs.wanted(plain.model_copy(update={"timeout_seconds": 90.0}))
+    assert runs.wanted(plain.model_copy(update={"timeout_seconds": 21600.0}))
+    assert runs.wanted(plain.model_copy(update={"task": "beating"}))
 
 
 def test_a_handed_over_copy_keeps_its_attempt_and_a_retry_counts_on() -> None:

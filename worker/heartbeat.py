@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
+
+from warren_cron.clock import now_text
+from warren_cron.history.events import SCHEMA
 
 #: The largest progress value, as JSON: a heartbeat says how far, not what was done.
 PROGRESS_MAX_BYTES = 4096
@@ -83,3 +87,19 @@ def progress_fields(beats: Beats) -> dict[str, Any]:
     """The fields of a history ``progress`` event: the progress and the heartbeats so far."""
     progress = None if beats.progress is None else orjson.Fragment(beats.progress)
     return {"progress": progress, "heartbeats": beats.count}
+
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+async def summarize(beats: Beats, every: float, emit: Emit, ids: dict[str, Any]) -> None:
+    """Until cancelled, emit a history ``progress`` event (``ids`` name the run and attempt)
+    whenever the progress changed and ``every`` seconds passed since the last one."""
+    while True:
+        await asyncio.sleep(every)
+        if beats.summary_due(every):
+            beats.mark_written()
+            fields = {**ids, **progress_fields(beats)}
+            # As ``history.events.event`` writes one: fields that are None are left out.
+            kept = {key: value for key, value in fields.items() if value is not None}
+            emit({"v": SCHEMA, "type": "progress", "at": now_text(), **kept})

@@ -1,4 +1,4 @@
-"""Keeps a long attempt's lease: renews its parked copy and looks at its claim every quarter of
+"""Keeps a long attempt's lease: renews its parked copy and looks at its claim every eighth of
 a lease, and says the attempt must stop when the claim may be lost (docs/long-jobs.md).
 
 The claim is lost when its connection closes, or when the broker has not answered for half a
@@ -59,7 +59,8 @@ class Keeper:
         loop = asyncio.get_running_loop()
         answered = loop.time()
         with contextlib.suppress(TimeoutError, *BROKER_TROUBLE):
-            while not await self._ended_within(self._seconds / 4):
+            # Each look has three eighths of a lease to be answered before the half is over.
+            while not await self._ended_within(self._seconds / 8):
                 async with asyncio.timeout_at(answered + self._seconds / 2):
                     await self._lease.renew()
                     await self._channel.declare_queue(self._claim, passive=True)

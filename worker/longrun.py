@@ -24,11 +24,19 @@ from warren_cron.names import Names
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.delivery import Delivery
-from warren_cron.worker.heartbeat import Beats, silence
+from warren_cron.worker.heartbeat import Beats, Emit, silence, summarize
 from warren_cron.worker.lease_keeper import CLAIM_LOST, Keeper
 from warren_cron.worker.overlap import _run_until_stopped as run_until_stopped
 from warren_cron.worker.parked import Parked
-from warren_cron.worker.parking import H_LEASE, H_LONG_ATTEMPT, LeaseQueue, claim_queue
+from warren_cron.worker.parking import (
+    H_LEASE,
+    H_LONG_ATTEMPT,
+    LeaseQueue,
+    claim_queue,
+    lease_of,
+    parked_count,
+)
+from warren_cron.worker.registry import Registry
 from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker")
@@ -62,19 +70,29 @@ def attempt_of(headers: dict[str, Any], counted: int) -> int:
 class LongRuns:
     """The long attempts of one worker."""
 
-    def __init__(self, settings: WorkerSettings) -> None:
+    def __init__(self, settings: WorkerSettings, emit: Emit | None = None) -> None:
         self._settings = settings
         self._names = Names(settings.namespace)
+        self._emit = emit
         #: Above this timeout an attempt is long: its delivery could not stay unacked.
         self.above = settings.consumer_timeout_seconds * 0.9
+        #: Heartbeat intervals of the tasks whose handlers declared one (``use``).
+        self.beating: dict[str, float] = {}
         #: Long attempts that ended, by the delivery they came in: the consumer settles them.
         self.parked: dict[Delivery, Parked] = {}
 
-    def wanted(self, envelope: Envelope, heartbeat: float | None) -> bool:
+    def use(self, registry: Registry) -> None:
+        """Know which registered handlers heartbeat, and how often."""
+        found = ((name, registry.get(name)) for name in registry.names())
+        self.beating = {n: r.heartbeat_seconds for n, r in found if r and r.heartbeat_seconds}
+
+    def wanted(self, envelope: Envelope) -> bool:
         """True when the attempt is long: its timeout is above the consumer timeout's bound,
-        or its handler declared a heartbeat interval."""
+        or its handler declared a heartbeat interval (no lookup unless one did)."""
         asked = envelope.timeout_seconds
-        return heartbeat is not None or (asked is not None and asked > self.above)
+        if asked is not None and asked > self.above:
+            return True
+        return bool(self.beating) and envelope.task in self.beating
 
     def settling(self, message: Delivery, attempt: int) -> tuple[Delivery, int]:
         """What to settle ``message``'s fate on, and its attempt number (itself, unchanged,
@@ -88,12 +106,11 @@ class LongRuns:
         envelope: Envelope,
         ctx: TaskContext,
         attempt: Attempt,
-        heartbeat: float | None = None,
     ) -> Result:
         """Claim the run, park it, ack its delivery and run ``attempt`` while the lease is kept;
         ``settling`` then gives the consumer the parked delivery."""
         ctx.attempt = attempt_of(message.headers, ctx.attempt)
-        job = Job(message, envelope, ctx, attempt, heartbeat)
+        job = Job(message, envelope, ctx, attempt, self.beating.get(envelope.task))
         try:
             connection = await plain_connection(
                 self._settings, f"warren-long {envelope.run_id}", self._settings.heartbeat_seconds
@@ -102,26 +119,30 @@ class LongRuns:
             return Result(Outcome.RETRYABLE, "claim-unavailable", f"cannot claim: {error!r}")
         try:
             return await self._claimed(connection, job)
-        except BaseException:
-            if message not in self.parked:
+        finally:
+            if message not in self.parked:  # not parked: nothing to keep the claim for
                 await connection.close()
-            raise
 
     async def _claimed(self, connection: AbstractConnection, job: Job) -> Result:
-        claim = claim_queue(self._names, job.envelope.run_id)
+        message, envelope = job.message, job.envelope
+        name = lease_of(self._names, envelope, message.routing_key)
+        parked = await parked_count(connection, name)
+        if parked and H_LEASE not in message.headers:
+            # A run of this Forbid schedule is parked: running long, or being handed over.
+            why = f"a run of {envelope.schedule!r} is running long ({envelope.concurrency})"
+            return Result(Outcome.CONTENDED, "lock-contended", why)
+        claim = claim_queue(self._names, envelope.run_id)
         if await try_exclusive(connection, claim) is None:
-            await connection.close()
             why = "another attempt of this run holds its claim and runs it"
             return Result(Outcome.CONTENDED, CLAIMED, why)
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         attempt = job.ctx.attempt
-        lease = LeaseQueue(channel, job.message, attempt, self._names, self._settings)
-        await lease.park()
-        await job.message.ack()  # the broker holds the run in the lease queue from now on
-        parked = Parked(job.message, attempt, lease, connection, self._names.dlx)
-        self.parked[job.message] = parked
+        lease = LeaseQueue(channel, message, attempt, name, self._settings)
+        await lease.park(stale=parked == 0)
+        await message.ack()  # the broker holds the run in the lease queue from now on
+        self.parked[message] = done = Parked(message, attempt, lease, connection, self._names.dlx)
         keeper = Keeper(connection, channel, lease, claim, self._settings.long_lease_seconds)
-        return await self._run(parked, keeper, job)
+        return await self._run(done, keeper, job)
 
     async def _run(self, parked: Parked, keeper: Keeper, job: Job) -> Result:
         lease = self._settings.long_lease_seconds
@@ -130,15 +151,15 @@ class LongRuns:
             await asyncio.sleep(lease / 2)
         ctx = job.ctx
         ctx.timeout_seconds = job.envelope.timeout_seconds or self._settings.task_timeout_seconds
-        ctx.beats = beats = Beats()
-        watchdog = self._watch(beats, job.heartbeat, keeper.stop) if job.heartbeat else None
+        ctx.beats = Beats()
+        watchers = self._watchers(job, keeper.stop)
         keeper.start()
         try:
             result = await run_until_stopped(job.attempt, keeper.stop, ctx)
         finally:
             await keeper.end()
-            if watchdog is not None:
-                watchdog.cancel()
+            for watcher in watchers:
+                watcher.cancel()
             # Settled by the consumer at once; if it never is (a shutdown), the claim goes
             # after a lease and the parked copy hands the run over.
             parked.let_go_in(lease)
@@ -146,12 +167,24 @@ class LongRuns:
         log.info("long attempt ended", run_id=job.envelope.run_id, reason=result.reason)
         return result
 
-    def _watch(
-        self, beats: Beats, interval: float, stop: asyncio.Future[Result]
-    ) -> asyncio.Task[None]:
-        async def watching() -> None:
-            why = await silence(beats, interval, self._settings.heartbeat_misses)
-            if not stop.done():
-                stop.set_result(Result(Outcome.RETRYABLE, HUNG, why))
+    def _watchers(self, job: Job, stop: asyncio.Future[Result]) -> list[asyncio.Task[None]]:
+        """The watchdog (when the handler declared a heartbeat) and the history's summary."""
+        beats, interval = job.ctx.beats, job.heartbeat
+        assert beats is not None
+        watchers = []
+        if interval is not None:
+            misses = self._settings.heartbeat_misses
+            watchers.append(asyncio.create_task(_watch(beats, interval, misses, stop)))
+        if self._emit is not None:
+            ctx = job.ctx
+            ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task}
+            every = interval or self._settings.long_lease_seconds
+            summary = summarize(beats, every, self._emit, {**ids, "attempt": ctx.attempt})
+            watchers.append(asyncio.create_task(summary))
+        return watchers
 
-        return asyncio.create_task(watching())
+
+async def _watch(beats: Beats, interval: float, misses: int, stop: asyncio.Future[Result]) -> None:
+    why = await silence(beats, interval, misses)
+    if not stop.done():
+        stop.set_result(Result(Outcome.RETRYABLE, HUNG, why))

@@ -14,10 +14,12 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from aio_pika.abc import AbstractChannel, AbstractQueue
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
+from aiormq.exceptions import ChannelNotFoundEntity
 
 from warren_cron.codec import persistent_message
 from warren_cron.declare import queue_arguments
+from warren_cron.envelope import Envelope
 from warren_cron.headers import X_DEATH
 from warren_cron.names import Names
 from warren_cron.worker.delivery import Delivery
@@ -47,6 +49,30 @@ def lease_queue(names: Names, run_id: str, plan_key: str) -> str:
     return f"{names.namespace}_lease.{digest(run_id, plan_key)}"
 
 
+def schedule_lease_queue(names: Names, schedule: str) -> str:
+    """The queue a run of a ``Forbid`` schedule is parked in: one for the schedule, so that
+    another run finds it while the run is handed over (and its lock free for a moment)."""
+    return f"{names.namespace}_lease.schedule.{digest(schedule)}"
+
+
+def lease_of(names: Names, envelope: Envelope, plan_key: str) -> str:
+    """The lease queue of ``envelope``'s run."""
+    if envelope.concurrency == "Forbid" and envelope.schedule is not None:
+        return schedule_lease_queue(names, envelope.schedule)
+    return lease_queue(names, envelope.run_id, plan_key)
+
+
+async def parked_count(connection: AbstractConnection, name: str) -> int | None:
+    """Copies parked in lease queue ``name``; None when there is no such queue."""
+    channel = await connection.channel()
+    try:
+        declared = await channel.declare_queue(name, passive=True)
+    except ChannelNotFoundEntity:
+        return None  # the broker closed this channel; the connection stays usable
+    await channel.close()
+    return declared.declaration_result.message_count or 0
+
+
 def copy_headers(headers: Mapping[str, Any], attempt: int) -> dict[str, Any]:
     """The headers of a copy: the task's, without the death history a client cannot carry
     (RabbitMQ 4 ignores it), with the attempt number that history counted."""
@@ -63,25 +89,27 @@ class LeaseQueue:
         channel: AbstractChannel,
         message: Delivery,
         attempt: int,
-        names: Names,
+        name: str,
         settings: WorkerSettings,
     ) -> None:
-        self._channel, self._message, self._names = channel, message, names
+        self._channel, self._message, self.name = channel, message, name
+        self._tasks_exchange = Names(settings.namespace).tasks_exchange
         self._headers = copy_headers(message.headers, attempt)
-        run_id = str(message.headers.get("cron-run-id") or message.message_id or "")
-        self.name = lease_queue(names, run_id, message.routing_key)
         self._ttl_ms = int(settings.long_lease_seconds * 1000)
         self._queue_type = settings.queue_type
         self._numbers = itertools.count(1)
         self._queue: AbstractQueue | None = None
 
-    async def park(self) -> None:
-        """Declare the queue and park the first copy, confirmed."""
+    async def park(self, stale: bool) -> None:
+        """Declare the queue and park the first copy, confirmed; a ``stale`` queue (left
+        empty by an attempt that died) is deleted first: it may dead-letter under another plan."""
+        if stale:
+            await self._channel.queue_delete(self.name, if_empty=True)
         arguments = queue_arguments(
             self._queue_type,
             ttl_ms=self._ttl_ms,
             expires_ms=self._ttl_ms * EXPIRES_LEASES,
-            dead_letter_exchange=self._names.tasks_exchange,
+            dead_letter_exchange=self._tasks_exchange,
             dead_letter_key=self._message.routing_key,
         )
         self._queue = await self._channel.declare_queue(

@@ -4,8 +4,10 @@ retried (docs/long-jobs.md). The workers are ``tests/long_worker.py`` processes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ import pytest
 from tests.faults.harness import FaultScenario
 from tests.long_worker import READY
 from warren_cron.broker.exclusive import exists
+from warren_cron.cancel.stream import store
+from warren_cron.cancel.tombstone import Tombstone
 from warren_cron.clock import utcnow
 from warren_cron.envelope import Envelope
 from warren_cron.faultkit.processes import Proc
@@ -22,7 +26,7 @@ from warren_cron.worker.parking import claim_queue, lease_queue
 
 pytestmark = pytest.mark.faults
 #: The lease of the tests' workers: a run is handed over within 1.5 of them.
-LEASE = 2.0
+LEASE = 4.0
 #: The broker's consumer_timeout on the private node.
 CONSUMER_TIMEOUT = 4.0
 
@@ -68,9 +72,15 @@ async def running(scenario: FaultScenario, ledger: Path) -> tuple[Proc, Envelope
     return worker, envelope
 
 
+def progress_events(proc: Proc, run_id: str) -> list[dict[str, Any]]:
+    """The history ``progress`` events ``proc`` wrote for ``run_id``."""
+    found = [json.loads(line) for line in proc.log().splitlines() if line.startswith('{"history"')]
+    return [e["history"] for e in found if e["history"]["run_id"] == run_id]
+
+
 async def settled(proc: Proc, run_id: str, timeout: float) -> None:
-    """Wait until ``proc`` settled ``run_id``."""
-    await proc.wait_log(f'"settled", "run": "{run_id}"', timeout=timeout)
+    """Wait until ``proc`` settled ``run_id`` as succeeded."""
+    await proc.wait_log(f'"settled", "run": "{run_id}", "reason": "succeeded"', timeout=timeout)
 
 
 async def test_an_attempt_runs_twenty_consumer_timeouts_and_succeeds_once(
@@ -87,6 +97,11 @@ async def test_an_attempt_runs_twenty_consumer_timeouts_and_succeeds_once(
     assert len(events(ledger, envelope.run_id, "start")) == 1
     assert len(events(ledger, envelope.run_id, "end")) == 1
     assert len(events(ledger, envelope.run_id, "beat")) == 160
+    # History keeps a summary: at most one progress event a heartbeat interval (1 s), in order.
+    progress = progress_events(worker, envelope.run_id)
+    assert 40 <= len(progress) <= 81
+    done = [event["progress"]["done"] for event in progress]
+    assert done == sorted(done) and done[-1] >= 150
     assert '"reason": "succeeded"' in worker.log()
     assert "could not settle" not in worker.log()
     names, run_id = scenario.names, envelope.run_id
@@ -145,3 +160,49 @@ async def test_a_hung_handler_fails_as_hung_and_is_retried(
     await worker.wait_log('"reason": "hung"', timeout=30)
     await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
     assert [s["attempt"] for s in events(ledger, envelope.run_id, "start")] == [1, 2]
+
+
+async def test_a_cancel_stops_a_long_attempt_and_it_never_comes_back(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A cancel stored while a long attempt runs stops it, acked cancelled; its parked copy
+    is removed, so nothing runs it again after its lease."""
+    ledger = tmp_path / "long.jsonl"
+    worker, envelope = await running(scenario, ledger)
+    now = utcnow()
+    tombstone = Tombstone(at=now, until=now + timedelta(hours=1), by="test", run_id=envelope.run_id)
+    channel = await scenario.broker.channel()
+    await store(channel, scenario.names, tombstone)
+    said = f'"settled", "run": "{envelope.run_id}", "reason": "cancelled"'
+    await worker.wait_log(said, timeout=15)
+    lease = lease_queue(scenario.names, envelope.run_id, scenario.plan.key)
+    assert not await exists(scenario.broker.connection, lease)
+    # Past a lease and a half, nothing came back to run it.
+    await asyncio.sleep(1.5 * LEASE + 1)
+    assert len(events(ledger, envelope.run_id, "start")) == 1
+    assert events(ledger, envelope.run_id, "end") == []
+
+
+async def test_a_forbid_runs_next_fire_is_skipped_while_it_runs_and_while_it_is_handed_over(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A Forbid schedule's long run blocks the next fires: one that comes while it runs, and
+    one that comes after its worker was killed, before another worker took it over (its lock
+    went with the dead worker's connection); it then ends on the other worker."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    first = await long_worker(scenario, ledger)
+    forbid = {"schedule": "nightly", "concurrency": "Forbid"}
+    runs = [
+        long_envelope("long_sleep", seconds=8, beat=0.5).model_copy(update=forbid) for _ in range(3)
+    ]
+    await scenario.publish([(runs[0], "long")])
+    await eventually(lambda: events(ledger, runs[0].run_id, "beat"), 20)
+    await scenario.publish([(runs[1], "long")])
+    await first.wait_log(f'"settled", "run": "{runs[1].run_id}", "reason": "lock-contended"')
+    second = await long_worker(scenario, ledger)
+    first.kill()
+    await scenario.publish([(runs[2], "long")])
+    await second.wait_log(f'"settled", "run": "{runs[2].run_id}", "reason": "lock-contended"')
+    await settled(second, runs[0].run_id, timeout=40)
+    assert events(ledger, runs[1].run_id, "start") == events(ledger, runs[2].run_id, "start") == []
