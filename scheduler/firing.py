@@ -117,7 +117,13 @@ def first_seen(old: ScheduleSet, new: ScheduleSet, now: datetime) -> ScheduleSet
 
 
 class FireHeap:
-    """Next fire of every enabled schedule, by when it is due (its time plus its jitter)."""
+    """Next fire of every enabled schedule, by when it is due (its time plus its jitter).
+
+    A created, changed or removed schedule is taken in place (``put``): its new next fire is
+    pushed and the entry it had is left in the heap, recognised as stale when it comes up
+    (``_moved`` holds the next fire of each schedule changed since the heap was made), so a
+    change costs a push, not a new heap of every schedule.
+    """
 
     def __init__(
         self, schedules: ScheduleSet, after: datetime, floors: Mapping[str, datetime] | None = None
@@ -127,6 +133,8 @@ class FireHeap:
         self.schedules = schedules
         self._by_name = {s.name: s for s in schedules.schedules}
         self._heap: list[tuple[datetime, str, datetime]] = []
+        #: The next fire of each schedule put since the heap was made (None: it has none).
+        self._moved: dict[str, datetime | None] = {}
         floors = floors or {}
         for schedule in schedules.schedules:
             floor = floors.get(schedule.name)
@@ -135,23 +143,62 @@ class FireHeap:
                 self._heap.append((schedule.due(fire), schedule.name, fire))
         heapq.heapify(self._heap)
 
+    def get(self, name: str) -> Schedule | None:
+        """The schedule called ``name``, as the heap fires it."""
+        return self._by_name.get(name)
+
+    def put(
+        self, name: str, schedule: Schedule | None, after: datetime, floor: datetime | None
+    ) -> None:
+        """Take ``schedule`` (None: removed) in place of the one called ``name``: its first
+        fire after ``after`` (or its ``floor``, a later resume) is its next."""
+        if schedule is None:
+            self._by_name.pop(name, None)
+            self._moved[name] = None
+            return
+        self._by_name[name] = schedule
+        fire = first_after(schedule, after if floor is None else max(after, floor))
+        self._moved[name] = fire
+        if fire is not None:
+            heapq.heappush(self._heap, (schedule.due(fire), name, fire))
+
     def next_time(self, held: Collection[str] = ()) -> datetime | None:
         """When the earliest schedule not ``held`` (paused) fires next; None when none will."""
+        while self._heap and not self._current(self._heap[0]):
+            heapq.heappop(self._heap)
         if not held:
             return self._heap[0][0] if self._heap else None
-        return min((due for due, name, _ in self._heap if name not in held), default=None)
+        return min(
+            (entry[0] for entry in self._heap if entry[1] not in held and self._current(entry)),
+            default=None,
+        )
 
     def pop_due(self, now: datetime) -> Batch:
         """Take every fire up to ``now``, apply catch-up, and queue each schedule's next."""
         batch = Batch()
         while self._heap and self._heap[0][0] <= now:
-            _, name, first = heapq.heappop(self._heap)
+            entry = heapq.heappop(self._heap)
+            if not self._current(entry):
+                continue
+            while self._heap and self._heap[0] == entry:
+                heapq.heappop(self._heap)  # a change that kept its next fire pushed it again
+            _, name, first = entry
             schedule = self._by_name[name]
             following = self._take(schedule, first, now, batch)
+            if name in self._moved:
+                self._moved[name] = following
             if following is not None:
                 heapq.heappush(self._heap, (schedule.due(following), name, following))
         batch.publish.sort(key=lambda item: (item[0], item[1].name))
         return batch
+
+    def _current(self, entry: tuple[datetime, str, datetime]) -> bool:
+        # Whether ``entry`` is its schedule's next fire, not one a ``put`` replaced.
+        due, name, fire = entry
+        schedule = self._by_name.get(name)
+        if schedule is None or self._moved.get(name, fire) != fire:
+            return False
+        return not schedule.jitter_ms or schedule.due(fire) == due
 
     @staticmethod
     def _take(schedule: Schedule, first: datetime, now: datetime, batch: Batch) -> datetime | None:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import aio_pika
 import structlog
@@ -31,7 +31,7 @@ from warren_cron.names import Names
 from warren_cron.scheduler.firing import Batch, Skipped, due_fires, keep
 from warren_cron.scheduler.publisher import Fire
 from warren_cron.schedules.control import Pause, fold_pauses
-from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.schedule import Schedule
 
 log = structlog.get_logger("scheduler")
 #: The reason of a fire not published because its schedule is paused.
@@ -40,6 +40,13 @@ PAUSED = "paused"
 PREFETCH = 100
 #: The marker not back by then: the broker is in trouble; lead again from the start.
 CATCH_UP_SECONDS = 60.0
+
+
+class Named(Protocol):
+    """The schedules a resume's catch-up looks up by name (the fire heap, a file's set)."""
+
+    def get(self, name: str) -> Schedule | None:
+        """The schedule called ``name``, if any."""
 
 
 class PauseBook:
@@ -100,7 +107,7 @@ class PauseBook:
             with contextlib.suppress(*BROKER_TROUBLE):  # the connection may be gone
                 await channel.close()
 
-    def shape(self, batch: Batch, now: datetime, handled: datetime, schedules: ScheduleSet) -> None:
+    def shape(self, batch: Batch, now: datetime, handled: datetime, schedules: Named) -> None:
         """Skip the fires of paused schedules; add those a ``resume --catch-up`` brings back
         (up to ``handled``: every fire up to it was handled before this wake-up)."""
         if self._catch_up:
@@ -119,7 +126,7 @@ class PauseBook:
         batch.skipped += held
 
     def _add_catch_up(
-        self, batch: Batch, now: datetime, handled: datetime, schedules: ScheduleSet
+        self, batch: Batch, now: datetime, handled: datetime, schedules: Named
     ) -> None:
         for name, held_from in self._catch_up:
             schedule = schedules.get(name)

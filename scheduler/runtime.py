@@ -17,8 +17,6 @@ them.
 from __future__ import annotations
 
 import asyncio
-import math
-import time
 from datetime import datetime
 
 import structlog
@@ -38,11 +36,7 @@ from warren_cron.store.changes import Entry
 from warren_cron.store.snapshot import paused_gc
 
 log = structlog.get_logger("scheduler")
-#: A new set makes the leader build its fire heap anew: a quarter second or more at 100,000
-#: schedules. The first change after a quiet spell applies at once; the changes that follow
-#: within this many times the last rebuild's cost are gathered into the next set, so a bulk
-#: create costs the leader at most a quarter of its time in rebuilds, not all of it.
-GATHER = 3.0
+SHADOWED = "runtime schedule not run: the schedules file has its name"
 #: A new leader writes its snapshot this long after it starts firing.
 SNAPSHOT_DELAY = 2.0
 
@@ -61,11 +55,10 @@ class RuntimeSchedules:
         self._file: ScheduleSet | None = None
         self._combined: ScheduleSet | None = None
         self.file_sync = FileSync(self.book)
-        #: A change since ``_combined`` was made, when, and the wake-up that makes it anew.
-        self._stale = False
-        self._combined_at = -math.inf
-        self._gather = 0.0
-        self._timer: asyncio.TimerHandle | None = None
+        #: Runtime schedules changed since ``take_changes`` was last called, in order.
+        self._changes: dict[str, None] = {}
+        #: The names the file's schedules take (``_combined``'s file).
+        self._taken: frozenset[str] = frozenset()
         self._writing: asyncio.Future[None] | None = None
         #: Every fire up to it was handled when the term began: a later ``since`` matters.
         self._floor = EPOCH
@@ -97,31 +90,26 @@ class RuntimeSchedules:
 
     def combined(self, file: ScheduleSet) -> ScheduleSet:
         """The file's schedules and, after them, the runtime ones; the same object until
-        the file or the store changes (store changes gathered, see ``GATHER``)."""
+        the file changes (a runtime change is taken from ``take_changes``)."""
         if self._file is not file:
             self.file_sync.follow(file)  # a reload, or the first call while leading
-        if self._combined is None or self._file is not file or (self._stale and self._due()):
+        if self._combined is None or self._file is not file:
             self._file, self._combined = file, self._combine(file)
-            self._stale = False
-            # Runs once the caller has built its heap on the set and yields: its cost.
-            asyncio.get_running_loop().call_soon(self._rebuilt, time.monotonic())
+            self._taken = frozenset(s.name for s in file.schedules)
+            self._changes.clear()  # the new set has them
         return self._combined
 
-    def _rebuilt(self, started: float) -> None:
-        self._combined_at = time.monotonic()
-        self._gather = GATHER * (self._combined_at - started)
-
-    def _due(self) -> bool:
-        wait = self._combined_at + self._gather - time.monotonic()
-        if wait <= 0:
-            return True
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(wait, self._rewake)
-        return False
-
-    def _rewake(self) -> None:
-        self._timer = None
-        self._wake.set()
+    def take_changes(self) -> list[tuple[str, Schedule | None]]:
+        """Each runtime schedule changed since the last call (or ``combined``'s new set),
+        as it runs now (None: it no longer runs); a name the file takes is left out."""
+        changed = [(name, self._built.get(name)) for name in self._changes]
+        self._changes.clear()
+        for name, schedule in changed:
+            if name in self._taken and schedule is not None:
+                log.warning(
+                    "runtime schedule not run: the schedules file has its name", schedule=name
+                )
+        return [(name, schedule) for name, schedule in changed if name not in self._taken]
 
     def _combine(self, file: ScheduleSet) -> ScheduleSet:
         entries = self.book.state.entries
@@ -130,7 +118,7 @@ class RuntimeSchedules:
             return ScheduleSet(file.source, owed)
         taken = {s.name for s in file.schedules}
         for name in sorted(taken & self._built.keys()):
-            log.warning("runtime schedule not run: the schedules file has its name", schedule=name)
+            log.warning(SHADOWED, schedule=name)
         extra = tuple(s for name, s in self._built.items() if name not in taken)
         return ScheduleSet(f"{file.source} + runtime", owed + extra)
 
@@ -155,7 +143,7 @@ class RuntimeSchedules:
         if not self._started:
             return  # start() builds them all at once
         self._build(name)
-        self._stale = True
+        self._changes[name] = None
         self._wake.set()
         entry = self.book.state.entries[name]
         last = entry.last_change
@@ -183,8 +171,6 @@ class RuntimeSchedules:
     async def close(self) -> None:
         """Stop applying the file and following the store."""
         await self.file_sync.close()
-        if self._timer is not None:
-            self._timer.cancel()
         if self._writing is not None:
             self._writing.cancel()
             await asyncio.gather(self._writing, return_exceptions=True)

@@ -139,11 +139,10 @@ class Term:
         owner.leading.set()
         LEADING.set(1)
         while not owner.stopping.is_set():
-            if heap.schedules is not runtime.combined(owner.schedules):
-                heap = FireHeap(runtime.combined(owner.schedules), cursor, self.pauses.resumed)
+            heap = self._current_heap(heap, cursor)
             now = max(owner.clock(), cursor)
             batch = heap.pop_due(now)
-            self.pauses.shape(batch, now, cursor, heap.schedules)
+            self.pauses.shape(batch, now, cursor, heap)
             # Every wake-up, empty or not: a resumed schedule's fold closes at the next one.
             self.skips.report(batch, self.pauses.paused)
             if batch:
@@ -156,6 +155,15 @@ class Term:
             # but none is a next fire: it publishes nothing.
             owner.next_fire_at = heap.next_time(self.pauses.paused)
             await self._sleep_until(heap.next_time())
+
+    def _current_heap(self, heap: FireHeap, cursor: datetime) -> FireHeap:
+        # A reload makes a new heap; a runtime change is taken into this one in place.
+        combined = self.runtime.combined(self.owner.schedules)
+        if heap.schedules is not combined:
+            return FireHeap(combined, cursor, self.pauses.resumed)
+        for name, schedule in self.runtime.take_changes():
+            heap.put(name, schedule, cursor, self.pauses.resumed.get(name))
+        return heap
 
     async def _start_cursor(self, watermark: Watermark) -> datetime:
         stored = await watermark.read()
