@@ -96,7 +96,7 @@ def due_fires(
 def first_after(schedule: Schedule, after: datetime) -> datetime | None:
     """The schedule's first fire not yet due at ``after``: a jittered fire before ``after``
     may still wait for its delay (and the watermark covers only what was due)."""
-    fire = schedule.next_fire(after - timedelta(milliseconds=schedule.spec.jitter_ms))
+    fire = schedule.next_fire(after - timedelta(milliseconds=schedule.jitter_ms))
     while fire is not None and schedule.due(fire) <= after:
         fire = schedule.next_fire(fire)
     return fire
