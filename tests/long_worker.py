@@ -31,6 +31,7 @@ from warren_cron.worker.cancels import Cancels
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Settler, decide
+from warren_cron.worker.later import Later
 from warren_cron.worker.longrun import Attempt, LongRuns
 from warren_cron.worker.overlap import run_guarded
 from warren_cron.worker.registry import Registry
@@ -138,7 +139,8 @@ async def serve(settings: WorkerSettings) -> None:
     dlx = await publisher.get_exchange(names.dlx, ensure=False)
     cancels = Cancels(names)
     await cancels.start(settings)
-    worker = LongWorker(settings, Settler(dlx), cancels)
+    later = Later(publisher, names, settings.queue_type)
+    worker = LongWorker(settings, Settler(dlx, later, publisher.ready), cancels)
     subscription = Subscription(channel, names.main_queue, worker.on_delivery)
 
     async def redeclare() -> None:

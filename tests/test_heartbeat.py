@@ -14,7 +14,13 @@ from warren_cron.envelope import Envelope
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.heartbeat import Beats, progress_fields, silence
 from warren_cron.worker.longrun import LongRuns, attempt_of
-from warren_cron.worker.parking import H_LEASE, H_LONG_ATTEMPT
+from warren_cron.worker.parking import (
+    H_HANDOVERS,
+    H_LEASE,
+    H_LONG_ATTEMPT,
+    copy_headers,
+    handovers,
+)
 from warren_cron.worker.registry import Registry
 from warren_cron.worker.settings import WorkerSettings
 
@@ -117,3 +123,13 @@ def test_a_handler_declares_its_heartbeat_interval() -> None:
     assert registered is not None and registered.heartbeat_seconds == 60
     with pytest.raises(ValueError, match='duration \\("30s", "5m"\\)'):
         registry.register("bad", export, heartbeat="often")
+
+
+def test_a_parked_copy_carries_its_attempt_and_counts_hand_overs_not_death_history() -> None:
+    """A copy drops x-death (RabbitMQ 4 ignores a client's) and its lease number, keeps the
+    attempt, and a copy made of a copy that came back counts one hand-over more."""
+    first = copy_headers({"x-death": [{"count": 1}], "cron-run-id": "r"}, attempt=2)
+    assert first == {"cron-run-id": "r", H_LONG_ATTEMPT: 2}
+    again = copy_headers({**first, H_LEASE: 7}, attempt=2)
+    assert again[H_HANDOVERS] == 1 and H_LEASE not in again
+    assert handovers(copy_headers({**again, H_LEASE: 1}, attempt=2)) == 2

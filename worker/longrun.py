@@ -33,6 +33,7 @@ from warren_cron.worker.parking import (
     H_LONG_ATTEMPT,
     LeaseQueue,
     claim_queue,
+    handovers,
     lease_of,
     parked_count,
 )
@@ -74,6 +75,7 @@ class LongRuns:
         self._settings = settings
         self._names = Names(settings.namespace)
         self._emit = emit
+        self._crash_limit = settings.crash_loop_limit
         #: Above this timeout an attempt is long: its delivery could not stay unacked.
         self.above = settings.consumer_timeout_seconds * 0.9
         #: Heartbeat intervals of the tasks whose handlers declared one (``use``).
@@ -125,16 +127,17 @@ class LongRuns:
 
     async def _claimed(self, connection: AbstractConnection, job: Job) -> Result:
         message, envelope = job.message, job.envelope
+        claim = claim_queue(self._names, envelope.run_id)
+        if await try_exclusive(connection, claim) is None:
+            return self._claim_held(message)
         name = lease_of(self._names, envelope, message.routing_key)
         parked = await parked_count(connection, name)
         if parked and H_LEASE not in message.headers:
-            # A run of this Forbid schedule is parked: running long, or being handed over.
+            # Another run of this Forbid schedule is parked: running long, or handed over.
             why = f"a run of {envelope.schedule!r} is running long ({envelope.concurrency})"
             return Result(Outcome.CONTENDED, "lock-contended", why)
-        claim = claim_queue(self._names, envelope.run_id)
-        if await try_exclusive(connection, claim) is None:
-            why = "another attempt of this run holds its claim and runs it"
-            return Result(Outcome.CONTENDED, CLAIMED, why)
+        if H_LEASE in message.headers and handovers(message.headers) >= self._crash_limit:
+            return _crash_loop(handovers(message.headers))
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         attempt = job.ctx.attempt
         lease = LeaseQueue(channel, message, attempt, name, self._settings)
@@ -167,6 +170,16 @@ class LongRuns:
         log.info("long attempt ended", run_id=job.envelope.run_id, reason=result.reason)
         return result
 
+    def _claim_held(self, message: Delivery) -> Result:
+        """What a delivery of a run whose claim another attempt holds comes to: a parked copy
+        is dropped (the holder keeps one of its own); anything else (a retry quicker than
+        the end of the attempt that sent it, a second publish) waits half a lease, unspent."""
+        why = "another attempt of this run holds its claim and runs it"
+        if H_LEASE in message.headers:
+            return Result(Outcome.CONTENDED, CLAIMED, why)
+        wait = self._settings.long_lease_seconds / 2
+        return Result(Outcome.DEFERRED, CLAIMED, why, retry_after=wait)
+
     def _watchers(self, job: Job, stop: asyncio.Future[Result]) -> list[asyncio.Task[None]]:
         """The watchdog (when the handler declared a heartbeat) and the history's summary."""
         beats, interval = job.ctx.beats, job.heartbeat
@@ -182,6 +195,12 @@ class LongRuns:
             summary = summarize(beats, every, self._emit, {**ids, "attempt": ctx.attempt})
             watchers.append(asyncio.create_task(summary))
         return watchers
+
+
+def _crash_loop(count: int) -> Result:
+    # As worker/crashloop.py for deliveries: a run whose workers keep dying ends, replayable.
+    why = f"handed over {count} times: its workers died or lost the broker while running it"
+    return Result(Outcome.TERMINAL, "crash-loop", why)
 
 
 async def _watch(beats: Beats, interval: float, misses: int, stop: asyncio.Future[Result]) -> None:

@@ -29,6 +29,8 @@ from warren_cron.worker.settings import WorkerSettings
 H_LEASE = "cron-lease"
 #: On a parked or retried copy: the attempt number of the long attempt that sent it.
 H_LONG_ATTEMPT = "cron-long-attempt"
+#: On a parked copy: how many times its run was handed over (a worker died, or lost its claim).
+H_HANDOVERS = "cron-handovers"
 #: A lease queue outlives its last use by this many leases, then the broker deletes it.
 EXPIRES_LEASES = 4
 
@@ -78,7 +80,15 @@ def copy_headers(headers: Mapping[str, Any], attempt: int) -> dict[str, Any]:
     (RabbitMQ 4 ignores it), with the attempt number that history counted."""
     kept = {k: v for k, v in headers.items() if k not in (X_DEATH, H_LEASE)}
     kept[H_LONG_ATTEMPT] = attempt
+    if H_LEASE in headers:  # a copy that came back: its run was handed over once more
+        kept[H_HANDOVERS] = handovers(headers) + 1
     return kept
+
+
+def handovers(headers: Mapping[str, Any]) -> int:
+    """How many times the run of a delivery with ``headers`` was handed over before."""
+    count = headers.get(H_HANDOVERS)
+    return count if isinstance(count, int) else 0
 
 
 class LeaseQueue:
@@ -104,7 +114,10 @@ class LeaseQueue:
         """Declare the queue and park the first copy, confirmed; a ``stale`` queue (left
         empty by an attempt that died) is deleted first: it may dead-letter under another plan."""
         if stale:
-            await self._channel.queue_delete(self.name, if_empty=True)
+            # Not ``if_empty``: quorum queues refuse it (closing the connection). Holding the
+            # claim, no one else parks here; a copy parked by an attempt that lost its claim
+            # unknowingly can go, this attempt parks the run's own.
+            await self._channel.queue_delete(self.name)
         arguments = queue_arguments(
             self._queue_type,
             ttl_ms=self._ttl_ms,

@@ -19,6 +19,7 @@ from warren_cron.broker.exclusive import exists
 from warren_cron.cancel.stream import store
 from warren_cron.cancel.tombstone import Tombstone
 from warren_cron.clock import utcnow
+from warren_cron.declare import QueueType
 from warren_cron.envelope import Envelope
 from warren_cron.faultkit.processes import Proc
 from warren_cron.faultkit.waits import eventually
@@ -87,8 +88,10 @@ async def test_an_attempt_runs_twenty_consumer_timeouts_and_succeeds_once(
     scenario: FaultScenario, tmp_path: Path
 ) -> None:
     """An 80 s attempt (twenty times the broker's consumer_timeout) heartbeats all along,
-    succeeds once on one worker, and leaves no lease or claim behind."""
+    succeeds once on one worker, and leaves no lease or claim behind. On quorum queues, which
+    enforce the consumer timeout on every release (4.3's classic queues do not)."""
     ledger = tmp_path / "long.jsonl"
+    scenario.broker.queue_type = "quorum"
     await scenario.prepare()
     worker = await long_worker(scenario, ledger)
     envelope = long_envelope("long_sleep", seconds=20 * CONSUMER_TIMEOUT, beat=0.5)
@@ -111,12 +114,14 @@ async def test_an_attempt_runs_twenty_consumer_timeouts_and_succeeds_once(
         assert not await exists(scenario.broker.connection, queue), queue
 
 
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
 async def test_a_killed_workers_run_is_handed_over_within_the_bound_never_twice_at_once(
-    scenario: FaultScenario, tmp_path: Path
+    scenario: FaultScenario, tmp_path: Path, queue_type: QueueType
 ) -> None:
     """kill -9 of the worker running a long attempt: the other worker starts it again within
     1.5 leases plus a second of slack, after the kill, and it succeeds there."""
     ledger = tmp_path / "long.jsonl"
+    scenario.broker.queue_type = queue_type
     first, envelope = await running(scenario, ledger)
     second = await long_worker(scenario, ledger)
     first.kill()
