@@ -76,6 +76,10 @@ class LongRuns:
         self._names = Names(settings.namespace)
         self._emit = emit
         self._crash_limit = settings.crash_loop_limit
+        self._lease = settings.long_lease_seconds
+        #: Long attempts running now: their deliveries are acked, so the prefetch no longer
+        #: bounds them; at ``CRON_PREFETCH`` of them a worker takes no more.
+        self.running = 0
         #: Above this timeout an attempt is long: its delivery could not stay unacked.
         self.above = settings.consumer_timeout_seconds * 0.9
         #: Heartbeat intervals of the tasks whose handlers declared one (``use``).
@@ -111,18 +115,33 @@ class LongRuns:
     ) -> Result:
         """Claim the run, park it, ack its delivery and run ``attempt`` while the lease is kept;
         ``settling`` then gives the consumer the parked delivery."""
+        if self.running >= self._settings.prefetch:
+            return self._full()
         ctx.attempt = attempt_of(message.headers, ctx.attempt)
         job = Job(message, envelope, ctx, attempt, self.beating.get(envelope.task))
+        self.running += 1
         try:
-            connection = await plain_connection(
-                self._settings, f"warren-long {envelope.run_id}", self._settings.heartbeat_seconds
-            )
+            return await self._connected(job)
+        finally:
+            self.running -= 1
+
+    def _full(self) -> Result:
+        """This worker runs as many long attempts as its prefetch: the run waits a lease in
+        the delay levels, no attempt spent, for this worker or another."""
+        why = f"this worker runs {self.running} long attempts already (CRON_PREFETCH)"
+        return Result(Outcome.DEFERRED, "long-attempts-full", why, retry_after=self._lease)
+
+    async def _connected(self, job: Job) -> Result:
+        settings = self._settings
+        name = f"warren-long {job.envelope.run_id}"
+        try:
+            connection = await plain_connection(settings, name, settings.heartbeat_seconds)
         except BROKER_TROUBLE as error:
             return Result(Outcome.RETRYABLE, "claim-unavailable", f"cannot claim: {error!r}")
         try:
             return await self._claimed(connection, job)
         finally:
-            if message not in self.parked:  # not parked: nothing to keep the claim for
+            if job.message not in self.parked:  # not parked: nothing to keep the claim for
                 await connection.close()
 
     async def _claimed(self, connection: AbstractConnection, job: Job) -> Result:

@@ -52,6 +52,12 @@ def events(path: Path, run_id: str, kind: str) -> list[dict[str, Any]]:
     return [line for line in lines(path) if line["run"] == run_id and line["event"] == kind]
 
 
+def run_span(path: Path, run_id: str, kind: str) -> float:
+    """When the run's one line of ``kind`` was written."""
+    [line] = events(path, run_id, kind)
+    return float(line["t"])
+
+
 async def long_worker(scenario: FaultScenario, ledger: Path, **extra: str) -> Proc:
     """A long worker on the scenario's namespace, consuming."""
     env = {
@@ -211,3 +217,25 @@ async def test_a_forbid_runs_next_fire_is_skipped_while_it_runs_and_while_it_is_
     await second.wait_log(f'"settled", "run": "{runs[2].run_id}", "reason": "lock-contended"')
     await settled(second, runs[0].run_id, timeout=40)
     assert events(ledger, runs[1].run_id, "start") == events(ledger, runs[2].run_id, "start") == []
+
+
+async def test_a_worker_runs_no_more_long_attempts_than_its_prefetch(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """Long attempts ack their deliveries, so the prefetch no longer bounds them: a worker
+    with a prefetch of 1 defers the second run, unspent, until the first ended; both succeed,
+    one after the other."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    worker = await long_worker(scenario, ledger, CRON_PREFETCH="1")
+    runs = [long_envelope("long_sleep", seconds=3, beat=0.5) for _ in range(2)]
+    await scenario.publish([(run, "long") for run in runs])
+    for run in runs:
+        await settled(worker, run.run_id, timeout=60)
+    assert '"reason": "long-attempts-full"' in worker.log()
+    spans = [
+        (run_span(ledger, run.run_id, "start"), run_span(ledger, run.run_id, "end")) for run in runs
+    ]
+    first, second = sorted(spans)
+    assert first[1] <= second[0]  # the second began after the first ended
+    assert [s["attempt"] for run in runs for s in events(ledger, run.run_id, "start")] == [1, 1]
