@@ -37,7 +37,8 @@ class Acks:
 
     def ack(self, tag: int) -> None:
         """Ack ``tag`` at the end of this loop pass; raises if the channel is already gone."""
-        self._check_open()
+        if self._channel.is_closed:
+            raise ChannelInvalidStateError(f"{self._channel!r} closed")
         self._unsettled.discard(tag)
         self._acked.append(tag)
         if self._sender is None:

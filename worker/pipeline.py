@@ -6,9 +6,11 @@ and concurrency slots.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from functools import partial
+from typing import Any
 
-from warren_cron.codec import decode
+from warren_cron.codec import decode_body
 from warren_cron.envelope import Envelope
 from warren_cron.errors import MessageDecodeError
 from warren_cron.headers import H_REDELIVERED
@@ -55,7 +57,7 @@ class Pipeline:
 
     async def _attempt(self, message: Delivery, attempt: int) -> tuple[Envelope | None, Result]:
         try:
-            envelope = decode(message)
+            envelope = decode_body(message.body)
         except MessageDecodeError as error:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.
@@ -99,7 +101,7 @@ class Pipeline:
         if self._metrics.enabled:
             self._metrics.started(envelope.scheduled_for, attempt)
         self._report.started(message, envelope, attempt)
-        result = await self._run(envelope, ctx, plain)
+        result = await self._run(envelope, ctx, plain)  # a coroutine, not a layer of one
         if flow is not None:
             flow.ended(envelope, result)
         return result
@@ -109,14 +111,16 @@ class Pipeline:
         rates = self.gate.rates(envelope)
         return await self.gate.admit(rates, envelope) if rates else None
 
-    async def _run(self, envelope: Envelope, ctx: TaskContext, plain: bool) -> Result:
+    def _run(
+        self, envelope: Envelope, ctx: TaskContext, plain: bool
+    ) -> Coroutine[Any, Any, Result]:
         """The handler, under its overlap lock (worker/overlap.py) and concurrency slots
         (worker/slots.py) when it has them; straight away when it has none (most)."""
         limit = self.settings.result_max_bytes
         if plain and not guarded(envelope):
-            return await run_attempt(self.registry, envelope, ctx, limit)
+            return run_attempt(self.registry, envelope, ctx, limit)
         run = partial(run_attempt, self.registry, envelope, ctx, limit)
-        return await run_guarded(self.settings, envelope, ctx, self.gate.limited(envelope, run))
+        return run_guarded(self.settings, envelope, ctx, self.gate.limited(envelope, run))
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(

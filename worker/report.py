@@ -75,8 +75,11 @@ class Reporter:
         """Note that an attempt began: its run shows ``running`` from the next batch on."""
         if self._history is None:
             return
+        if not self._starting:
+            # The first since the last batch: the publisher wakes for the next one (while
+            # any wait, it has been told already: the batch that empties them also clears it).
+            self._history.expect()
         self._starting[message] = (now_text(), envelope, attempt, tracing.trace_id())
-        self._history.expect()
 
     def write_started(self) -> None:
         """Write the ``started`` event of every attempt begun and not ended since the last

@@ -90,12 +90,16 @@ class HistoryPublisher:
 
     def emit(self, data: dict[str, Any]) -> None:
         """Queue one event (``topology.history.events.event``); never blocks or raises."""
-        if len(self._buffer) >= CAPACITY:
+        waiting = len(self._buffer)
+        if waiting >= CAPACITY:
             self._drop(1, "history buffer full: the stream cannot keep up")
             return
         self._buffer.append(orjson.dumps(data))
-        self._queued.set()
-        if len(self._buffer) >= CHUNK:
+        if not waiting:
+            # The sender sleeps only once it found the buffer empty: the first event since
+            # wakes it, the others need not.
+            self._queued.set()
+        elif waiting + 1 >= CHUNK:
             self._wake.set()
 
     def expect(self) -> None:
