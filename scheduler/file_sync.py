@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Iterator
 from datetime import datetime
 
 import structlog
@@ -59,15 +60,18 @@ async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -
         )
     by, reason = f"scheduler {identity()}", f"reload of {file.source}"
     seen = {s.name: s.since or first_seen for s in file.schedules} if plan.changes() else {}
-    changes: list[tuple[Change, ScheduleSpec | None]] = []
-    for step in plan.changes():
-        data = None if step.spec is None else spec_json(step.spec)
-        kind = _KINDS[step.action]
-        change = Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE)
-        if _timed(step, book.state.entries.get(step.name)):
-            change = dataclasses.replace(change, at=seen[step.name])
-        changes.append((change, step.spec))
-    await write_all(book, changes, file.source)
+
+    def changes() -> Iterator[tuple[Change, ScheduleSpec | None]]:
+        # Made as they are written: a file of 100,000 made at once held the loop for seconds.
+        for step in plan.changes():
+            data = None if step.spec is None else spec_json(step.spec)
+            kind = _KINDS[step.action]
+            change = Change(kind, step.name, step.previous, by, reason, data, SCHEDULER_FILE)
+            if _timed(step, book.state.entries.get(step.name)):
+                change = dataclasses.replace(change, at=seen[step.name])
+            yield change, step.spec
+
+    await write_all(book, changes(), file.source)
     if plan.changes():
         log.info(
             "schedules file applied to the store", file=file.source, changes=len(plan.changes())
@@ -76,27 +80,28 @@ async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -
 
 
 async def write_all(
-    book: StoreBook, changes: list[tuple[Change, ScheduleSpec | None]], source: str
+    book: StoreBook, changes: Iterator[tuple[Change, ScheduleSpec | None]], source: str
 ) -> None:
-    """Write the changes as a bulk create does: ``IN_FLIGHT`` at a time (the writes of one
-    turn of the loop go out in one socket write), each spec folded in as checked. One
-    schedule's change refused is logged and the others written; broker trouble raises."""
-    window = asyncio.Semaphore(IN_FLIGHT)
+    """Write the changes as a bulk create does: ``IN_FLIGHT`` writers taking the next change
+    in turn (the writes of one turn of the loop go out in one socket write), each spec
+    folded in as checked. A change refused is logged and the others written; broker trouble
+    raises once every writer stopped."""
 
-    async def one(change: Change, spec: ScheduleSpec | None) -> None:
-        async with window:
-            await book.append(change, spec)
+    async def writer() -> None:
+        for change, spec in changes:
+            try:
+                await book.append(change, spec)
+            except StoreError as error:
+                log.warning(
+                    "schedule of the file not applied to the store; it still runs from the file",
+                    schedule=change.name,
+                    error=str(error),
+                    file=source,
+                )
 
-    results = await asyncio.gather(*(one(*item) for item in changes), return_exceptions=True)
-    for (change, _), result in zip(changes, results, strict=True):
-        if isinstance(result, StoreError):
-            log.warning(
-                "schedule of the file not applied to the store; it still runs from the file",
-                schedule=change.name,
-                error=str(result),
-                file=source,
-            )
-        elif isinstance(result, BaseException):
+    results = await asyncio.gather(*(writer() for _ in range(IN_FLIGHT)), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
             raise result
 
 

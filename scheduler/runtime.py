@@ -73,8 +73,9 @@ class RuntimeSchedules:
         self.file_sync.first_seen = now
         await self.book.start(connection)
         with paused_gc():  # 100,000 schedules build in half the time
-            for name in self.book.state.active():
-                self._build(name)
+            for name, entry in self.book.state.entries.items():
+                if entry.status == "active":  # without decoding each spec for the question
+                    self._build(name)
         self._started = True
         state = self.book.state
         if state.offset > state.snapshot_offset:

@@ -138,7 +138,8 @@ class Entry:
 
     def fragment(self) -> orjson.Fragment:
         """``to_json()`` as JSON: the spec and history as held, not decoded."""
-        return orjson.Fragment(orjson.dumps(self._fields(orjson.Fragment)))
+        # In bytes of its own size: a snapshot holds one for every schedule until written.
+        return orjson.Fragment(json_bytes(self._fields(orjson.Fragment)))
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a snapshot holds it."""
