@@ -158,11 +158,12 @@ class Settler:
         self, message: Delivery, verdict: Verdict, attempt: int, run_id: str | None
     ) -> None:
         """Carry out ``verdict``; the message is acked only once its fate is safe."""
-        if verdict.action in ACKED:
+        action = verdict.action
+        if action is Action.ACK or action in ACKED:  # ``is`` first: an enum hashes in Python
             await message.ack()
-        elif verdict.action is Action.RETRY:
+        elif action is Action.RETRY:
             await self._retry(message, verdict, attempt, run_id)
-        elif verdict.action is Action.DEFER:
+        elif action is Action.DEFER:
             await self._defer(message, verdict, attempt, run_id)
         else:
             await self.fail(message, Failure(verdict.reason, verdict.error, attempt), run_id)

@@ -29,14 +29,15 @@ from warren_cron.worker.fate import Action, Verdict
 from warren_cron.worker.metrics import WorkerMetrics
 
 log = structlog.get_logger("worker")
+#: The level of each outcome's line, by the outcome's text (an enum member hashes in Python).
 _LEVELS = {
-    Action.ACK: "info",
-    Action.RETRY: "warning",
-    Action.FAIL: "error",
-    Action.CONTENDED: "info",
-    Action.REPLACED: "warning",
-    Action.DEFER: "info",
-    Action.CANCELLED: "warning",
+    Action.ACK.value: "info",
+    Action.RETRY.value: "warning",
+    Action.FAIL.value: "error",
+    Action.CONTENDED.value: "info",
+    Action.REPLACED.value: "warning",
+    Action.DEFER.value: "info",
+    Action.CANCELLED.value: "warning",
 }
 
 
@@ -66,6 +67,9 @@ class Reporter:
         self._metrics = metrics
         self._history = history
         self._where: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        #: The line writer, bound at the first attempt's end (after logging is configured),
+        #: as structlog's lazy logger would, without a look-up through it each line.
+        self._log: Any = None
         #: Attempts begun whose ``started`` event is not written yet: when, and what.
         self._starting: dict[Delivery, tuple[str, Envelope, int, str | None]] = {}
         if history is not None:
@@ -101,7 +105,7 @@ class Reporter:
             if verdict.key is not None and verdict.action is Action.DEFER:
                 self._metrics.deferred(verdict.reason, verdict.key)
         duration_ms = round(end.seconds * 1000, 2)
-        getattr(log, _LEVELS[verdict.action])(
+        getattr(self._log or self._bound(), _LEVELS[outcome])(
             "attempt",
             **ids,
             attempt=end.attempt,
@@ -112,6 +116,10 @@ class Reporter:
         )
         if self._history is not None:
             self._to_history(self._history, end, ids, outcome, duration_ms)
+
+    def _bound(self) -> Any:
+        self._log = log.bind()
+        return self._log
 
     def _to_history(
         self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], outcome: str, ms: float
