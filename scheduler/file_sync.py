@@ -30,6 +30,7 @@ from warren_cron.clock import utcnow
 from warren_cron.errors import BROKER_TROUBLE, StoreError
 from warren_cron.scheduler.leader import identity
 from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.schedule import Schedule
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.apply import SCHEDULER_FILE, Options, Plan, Step, plan_apply
 from warren_cron.store.book import StoreBook
@@ -50,8 +51,14 @@ async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -
     """Make the store hold ``file``'s schedules; conflicts logged, the rest written;
     ``first_seen``: when a schedule without a moment of its own was first seen."""
     await book.sync()
-    specs = [schedule.spec for schedule in file.schedules]
-    plan = plan_apply(specs, dict(book.state.entries), Options(SCHEDULER_FILE, frozenset(), True))
+    entries = dict(book.state.entries)
+    # A schedule whose store copy is the file's, as the file has it, needs no step: left out
+    # of the plan (and of what it may prune), so a new leader of 100,000 decodes none.
+    same = {s.name for s in file.schedules if _unchanged(s, entries.get(s.name))}
+    specs = [schedule.spec for schedule in file.schedules if schedule.name not in same]
+    for name in same:
+        del entries[name]
+    plan = plan_apply(specs, entries, Options(SCHEDULER_FILE, frozenset(), True))
     for conflict in plan.conflicts:
         log.warning(
             "schedule of the file not applied to the store; it still runs from the file",
@@ -103,6 +110,17 @@ async def write_all(
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+def _unchanged(schedule: Schedule, entry: Entry | None) -> bool:
+    # The file's own copy in the store, untouched since its apply, with the same spec bytes.
+    return (
+        entry is not None
+        and entry.manager == SCHEDULER_FILE
+        and entry.status == "active"
+        and entry.version == entry.applied
+        and entry.spec_bytes == schedule.held
+    )
 
 
 def _timed(step: Step, entry: Entry | None) -> bool:

@@ -183,7 +183,9 @@ def _copy_of(copy: Entry | None, schedule: Schedule) -> bool:
     # (the reload that changed it not applied yet) does not.
     if copy is None or copy.manager != SCHEDULER_FILE or copy.status != "active":
         return False
-    return schedule.since is None or copy.spec.timing_key() == schedule.spec.timing_key()
+    if schedule.since is None or copy.spec_bytes == schedule.held:
+        return True  # the same spec: the same timing, without decoding either
+    return copy.spec.timing_key() == schedule.spec.timing_key()
 
 
 def _written(task: asyncio.Future[None]) -> None:
