@@ -40,17 +40,25 @@ def encode_snapshot(state: StoreState) -> bytes:
 
 
 async def snapshot_body(state: StoreState) -> bytes:
-    """``encode_snapshot``, compressing in a thread: the state is read before it returns."""
-    return await asyncio.to_thread(_compressed, len(state.entries), snapshot_json(state))
+    """``encode_snapshot``, encoding and compressing in a thread: the state's entries are
+    taken before it returns (an entry is replaced by a change, never changed), so the event
+    loop is held for a copy of the list, not for the encoding of every entry (half a second
+    at 100,000, every 5,000 changes of a bulk write)."""
+    entries, offset = list(state.entries.items()), state.offset
+    return await asyncio.to_thread(lambda: _compressed(len(entries), _json(entries, offset)))
 
 
 def snapshot_json(state: StoreState) -> bytes:
     """The uncompressed snapshot of ``state``."""
+    return _json(list(state.entries.items()), state.offset)
+
+
+def _json(entries: list[tuple[str, Entry]], offset: int) -> bytes:
     data = {
         "v": FORMAT,
-        "offset": state.offset,
+        "offset": offset,
         "written_at": utc_text(utcnow()),
-        "schedules": {name: entry.fragment() for name, entry in state.entries.items()},
+        "schedules": {name: entry.fragment() for name, entry in entries},
     }
     return orjson.dumps(data)
 
