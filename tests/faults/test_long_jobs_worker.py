@@ -1,0 +1,65 @@
+"""Long attempts in ``warren worker`` processes on the private node (consumer_timeout 4 s):
+a run handed over after kill -9, a hung handler retried with its next attempt number."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import warren_cron.worker.pipeline as pipeline
+from tests.faults.harness import FaultScenario
+from tests.faults.test_long_jobs import LEASE, events, long_envelope
+from warren_cron.faultkit.waits import eventually
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.skipif(
+        not hasattr(pipeline, "LongRuns"), reason="the worker's pipeline runs no long attempts"
+    ),
+]
+
+
+def worker_env(ledger: Path) -> dict[str, str]:
+    """A worker process running the long-job handlers, with the tests' lease."""
+    return {
+        "CRON_HANDLER_MODULES": "tests.long_handlers",
+        "CRON_LONG_LEASE_SECONDS": str(LEASE),
+        "LONG_LEDGER": str(ledger),
+    }
+
+
+async def test_a_workers_long_run_is_handed_over_after_kill_9(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A 12 s run (three consumer timeouts): its worker killed mid-attempt, the other worker
+    starts it within 1.5 leases plus a second, and reports it succeeded."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    first = await scenario.worker(**worker_env(ledger))
+    envelope = long_envelope("long_sleep", seconds=12, beat=0.5)
+    await scenario.publish([(envelope, "long")])
+    await eventually(lambda: events(ledger, envelope.run_id, "beat"), 20)
+    second = await scenario.worker(**worker_env(ledger))
+    first.kill()
+    killed = time.time()
+    [start] = await eventually(lambda: events(ledger, envelope.run_id, "start")[1:], 20)
+    assert start["pid"] == second.pid
+    assert killed < start["t"] < killed + 1.5 * LEASE + 1
+    await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
+    await second.wait_log('"outcome":"succeeded"', timeout=10)
+
+
+async def test_a_hung_handler_is_retried_as_its_next_attempt(
+    scenario: FaultScenario, tmp_path: Path
+) -> None:
+    """A handler silent for three heartbeat intervals fails as hung; attempt 2 succeeds."""
+    ledger = tmp_path / "long.jsonl"
+    await scenario.prepare()
+    worker = await scenario.worker(**worker_env(ledger))
+    envelope = long_envelope("hangs_once")
+    await scenario.publish([(envelope, "long")])
+    await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
+    assert [s["attempt"] for s in events(ledger, envelope.run_id, "start")] == [1, 2]
+    assert '"reason":"hung"' in worker.log()
