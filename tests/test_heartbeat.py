@@ -41,10 +41,9 @@ def context() -> TaskContext:
 def test_a_heartbeat_keeps_its_progress_and_counts() -> None:
     """Each heartbeat counts; the progress kept is the last one given."""
     ctx = context()
-    assert ctx.beats is None  # a context costs no heartbeat state until one comes
+    assert not hasattr(ctx, "beats")  # a context costs no heartbeat state until one comes
     ctx.heartbeat({"done": 1, "of": 9})
     ctx.heartbeat()
-    assert ctx.beats is not None
     fields = progress_fields(ctx.beats)
     assert orjson.loads(orjson.dumps(fields)) == {"progress": {"done": 1, "of": 9}, "heartbeats": 2}
 

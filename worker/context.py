@@ -14,6 +14,10 @@ _log = structlog.get_logger("task")
 class TaskContext:
     """The attempt being run: identity of the fire, attempt number, and a bound logger."""
 
+    #: The attempt's heartbeats: set by a long attempt, else by the first ``heartbeat``; unset
+    #: until then (a context is built on every attempt: it assigns nothing it may not need).
+    beats: Beats
+
     __slots__ = (
         "_log",
         "attempt",
@@ -45,15 +49,15 @@ class TaskContext:
         self.redelivered = redelivered
         self.timeout_seconds = timeout_seconds
         self._log: structlog.typing.FilteringBoundLogger | None = None
-        #: The attempt's heartbeats: set by a long attempt, else made by the first heartbeat.
-        self.beats: Beats | None = None
 
     def heartbeat(self, progress: object = None) -> None:
         """Say the attempt is alive, with how far it got (small JSON, e.g. ``{"done": 120,
         "of": 900}``); no I/O: call it as often as you like."""
-        if self.beats is None:
-            self.beats = Beats()
-        self.beats.beat(progress)
+        try:
+            beats = self.beats
+        except AttributeError:  # not set on every attempt: most never heartbeat
+            beats = self.beats = Beats()
+        beats.beat(progress)
 
     @property
     def log(self) -> structlog.typing.FilteringBoundLogger:

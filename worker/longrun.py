@@ -202,7 +202,6 @@ class LongRuns:
     def _watchers(self, job: Job, stop: asyncio.Future[Result]) -> list[asyncio.Task[None]]:
         """The watchdog (when the handler declared a heartbeat) and the history's summary."""
         beats, interval = job.ctx.beats, job.heartbeat
-        assert beats is not None
         watchers = []
         if interval is not None:
             misses = self._settings.heartbeat_misses
