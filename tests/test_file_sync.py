@@ -180,4 +180,4 @@ async def test_a_file_of_10000_schedules_is_written_to_the_store_in_bulk(
     entries = await admin.entries()
     managed = [e for e in entries.values() if e.manager == SCHEDULER_FILE]
     assert len(managed) == 10_000 and all(e.status == "active" for e in managed)
-    assert most >= 100, f"at most {most} changes in flight: written one after another"
+    assert most >= 16, f"at most {most} changes in flight: written one after another"
