@@ -71,7 +71,12 @@ class Cancels:
         # again, and must not take the consuming connection down with it.
         self._connection = connection = await connect(settings, "warren-worker-cancels")
         marker = await plain_connection(settings, "warren-worker-mark", settings.heartbeat_seconds)
-        await declare_cancels(connection, self._names, marker)
+        # Again until it works: after a broker's kill -9 a stream's member can take longer to
+        # come back than a declare waits (broker/drops.py), and a worker starting then must
+        # wait for it, not exit.
+        await _until_done(
+            lambda: declare_cancels(connection, self._names, marker), "cannot be declared yet"
+        )
         connection.close_callbacks.add(self._lost)
         self._catching_up = asyncio.create_task(self._follow(connection))
         await self.current()

@@ -118,7 +118,10 @@ class Worker:
 
     async def _run(self) -> None:
         async with AsyncExitStack() as stack:
-            subscription = await self._start(stack)
+            subscription = await self._started(stack)
+            if subscription is None:
+                log.info("worker stopped before it started consuming")
+                return
             await subscription.start(self._redeclare)
             self.ready.set()
             log.info(
@@ -133,6 +136,19 @@ class Worker:
             await self._drain()
             await subscription.flush_acks()
         log.info("worker stopped")
+
+    async def _started(self, stack: AsyncExitStack) -> Subscription | None:
+        """``_start``, unless asked to stop first: a start waiting for the broker (an outage,
+        a stream not back yet) is given up, with nothing taken from the queue yet."""
+        starting = asyncio.ensure_future(self._start(stack))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if starting.done():
+            return starting.result()
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        return None
 
     async def _start(self, stack: AsyncExitStack) -> Subscription:
         consume_conn = await connect(self.settings, "warren-worker-consume")
