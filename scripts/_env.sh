@@ -92,3 +92,16 @@ ensure_chromium() {
     echo "  sudo apt-get install -y chromium   (Debian, Ubuntu), then run scripts/test.sh again" >&2
     return 1
 }
+
+# The hot path's guard (scripts/instructions_guard.py) counts instructions under valgrind's
+# callgrind: install it where we may, else say what is missing and fail.
+ensure_valgrind() {
+    command -v valgrind >/dev/null && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing valgrind for the instructions guard (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+        return
+    fi
+    echo "the instructions guard needs valgrind: sudo apt-get install -y valgrind" >&2
+    return 1
+}
