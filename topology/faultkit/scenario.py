@@ -240,8 +240,7 @@ class Scenario:
             left = quiet.left if quiet.left is not None else await self.in_flight()
             if left:
                 raise StillInFlight(
-                    f"still in flight after {timeout}s without progress: {left}\n"
-                    f"{report.table()}",
+                    f"still in flight after {timeout}s without progress: {left}\n{report.table()}",
                     left,
                 )
         return report
