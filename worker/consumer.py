@@ -35,6 +35,7 @@ from warren_cron.worker.fate import Action, Settler, Verdict, decide
 from warren_cron.worker.flow import HTTP_TASK, Flow, wanted
 from warren_cron.worker.handlers import LazyHttp, builtin_registry
 from warren_cron.worker.later import Later
+from warren_cron.worker.longrun import LongRuns
 from warren_cron.worker.metrics import WorkerMetrics
 from warren_cron.worker.pipeline import Pipeline
 from warren_cron.worker.registry import Registry
@@ -78,6 +79,7 @@ class Worker:
         self._flow = Flow(settings, self._metrics) if wanted(settings) else None
         self._cancels = Cancels(self.names)
         self._pipeline = Pipeline(settings, self._metrics, self._report, self._flow, self._cancels)
+        self._pipeline.long = LongRuns(settings, self.history.emit)
 
     def connected(self) -> bool:
         """True while the consuming connection is open (health check)."""
@@ -169,6 +171,7 @@ class Worker:
         stack.push_async_callback(http.aclose)
         self._registry = builtin_registry(http).merged(self._extra)
         self._pipeline.registry = self._registry
+        self._pipeline.long.use(self._registry)
         # The monitor's API refuses runs of tasks no live worker registered (known_tasks.py).
         announcer = Announcer(self.names, self._registry)
         await announcer.start(publish_conn)
@@ -259,7 +262,10 @@ class Worker:
         verdict = self._verdict(message, envelope, result)
         body_run_id = envelope.run_id if envelope else None
         run_id = run_id_of(body_run_id, message.message_id, message.headers)
-        settled = await self._settle(message, verdict, attempt, run_id)
+        settle_on = message
+        if self._pipeline.long.parked:  # a long attempt acked its delivery at start
+            settle_on, attempt = self._pipeline.long.settling(message, attempt)
+        settled = await self._settle(settle_on, verdict, attempt, run_id)
         failed = settled and verdict.action is Action.FAIL
         status, value = result.http_status, result.value
         ended = Ended(message, envelope, attempt, verdict, seconds, ended_at, failed, status, value)

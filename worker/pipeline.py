@@ -22,6 +22,7 @@ from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.flow import HTTP_TASK, Flow
 from warren_cron.worker.gate import Gate
 from warren_cron.worker.limits import body_too_large
+from warren_cron.worker.longrun import LongRuns
 from warren_cron.worker.metrics import WorkerMetrics
 from warren_cron.worker.overlap import guarded, run_guarded
 from warren_cron.worker.registry import Registry
@@ -45,6 +46,8 @@ class Pipeline:
         self.gate = Gate(settings)
         self._metrics, self._report = metrics, report
         self._flow, self._cancels = flow, cancels
+        #: Long attempts (worker/longrun.py); the worker gives it its history and registry.
+        self.long = LongRuns(settings)
 
     async def run(
         self, message: Delivery, attempt: int, mark: Mark
@@ -101,7 +104,7 @@ class Pipeline:
         if self._metrics.enabled:
             self._metrics.started(envelope.scheduled_for, attempt)
         self._report.started(message, envelope, attempt)
-        result = await self._run(envelope, ctx, plain)  # a coroutine, not a layer of one
+        result = await self._run(message, envelope, ctx, plain)  # a coroutine, not a layer of one
         if flow is not None:
             flow.ended(envelope, result)
         return result
@@ -112,15 +115,20 @@ class Pipeline:
         return await self.gate.admit(rates, envelope) if rates else None
 
     def _run(
-        self, envelope: Envelope, ctx: TaskContext, plain: bool
+        self, message: Delivery, envelope: Envelope, ctx: TaskContext, plain: bool
     ) -> Coroutine[Any, Any, Result]:
         """The handler, under its overlap lock (worker/overlap.py) and concurrency slots
         (worker/slots.py) when it has them; straight away when it has none (most)."""
         limit = self.settings.result_max_bytes
-        if plain and not guarded(envelope):
+        long = self.long.wanted(envelope)
+        if plain and not long and not guarded(envelope):
             return run_attempt(self.registry, envelope, ctx, limit)
         run = partial(run_attempt, self.registry, envelope, ctx, limit)
-        return run_guarded(self.settings, envelope, ctx, self.gate.limited(envelope, run))
+        limited = self.gate.limited(envelope, run)
+        if long:
+            guarded_run = partial(run_guarded, self.settings, envelope, ctx, limited)
+            return self.long.run(message, envelope, ctx, guarded_run)
+        return run_guarded(self.settings, envelope, ctx, limited)
 
     def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
         return TaskContext(

@@ -8,17 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import warren_cron.worker.pipeline as pipeline
 from tests.faults.harness import FaultScenario
 from tests.faults.test_long_jobs import LEASE, events, long_envelope
 from warren_cron.faultkit.waits import eventually
 
-pytestmark = [
-    pytest.mark.faults,
-    pytest.mark.skipif(
-        not hasattr(pipeline, "LongRuns"), reason="the worker's pipeline runs no long attempts"
-    ),
-]
+pytestmark = pytest.mark.faults
 
 
 def worker_env(ledger: Path) -> dict[str, str]:
