@@ -19,6 +19,8 @@ from warren_cron.names import Names
 from warren_cron.worker.registry import Registry
 
 log = structlog.get_logger("worker")
+#: How long a stopping worker tries to say it leaves (the monitor forgets it anyway, later).
+LEAVING_SECONDS = 2.0
 
 
 def announced_tasks(registry: Registry) -> dict[str, Any]:
@@ -47,7 +49,8 @@ class Announcer:
         await self._channel.declare_exchange(
             self._exchange, aio_pika.ExchangeType.FANOUT, auto_delete=True
         )
-        await self._send(leaving=False)
+        # Sent from the background, the first one too: under a memory alarm a publish blocks
+        # its connection, and the worker's start must not wait on it.
         self._loop = asyncio.get_running_loop().create_task(self._announce_forever())
 
     async def close(self) -> None:
@@ -56,14 +59,16 @@ class Announcer:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
-        await self._send(leaving=True)
+        # Bounded: a connection blocked by a memory alarm would hold the shutdown.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._send(leaving=True), LEAVING_SECONDS)
         if self._channel is not None and not self._channel.is_closed:
             await self._channel.close()
 
     async def _announce_forever(self) -> None:
         while True:
-            await asyncio.sleep(self._every)
             await self._send(leaving=False)
+            await asyncio.sleep(self._every)
 
     async def _send(self, *, leaving: bool) -> None:
         if self._channel is None:
@@ -75,5 +80,7 @@ class Announcer:
             # no error (a returned message would be logged as a warning each time).
             await exchange.publish(aio_pika.Message(body), "", mandatory=False)
         except Exception as error:
-            # A lost announcement is made again a few seconds later; the worker runs on.
-            log.warning("tasks not announced", error=repr(error))
+            # A lost announcement is made again a few seconds later, and the outage that lost
+            # it is logged once by the connection's own watch: a DEBUG line, not a warning
+            # every 5 s for as long as the broker is away.
+            log.debug("tasks not announced", error=repr(error))

@@ -120,10 +120,7 @@ class Worker:
 
     async def _run(self) -> None:
         async with AsyncExitStack() as stack:
-            subscription = await self._started(stack)
-            if subscription is None:
-                log.info("worker stopped before it started consuming")
-                return
+            subscription = await self._start(stack)
             await subscription.start(self._redeclare)
             self.ready.set()
             log.info(
@@ -138,19 +135,6 @@ class Worker:
             await self._drain()
             await subscription.flush_acks()
         log.info("worker stopped")
-
-    async def _started(self, stack: AsyncExitStack) -> Subscription | None:
-        """``_start``, unless asked to stop first: a start waiting for the broker (an outage,
-        a stream not back yet) is given up, with nothing taken from the queue yet."""
-        starting = asyncio.ensure_future(self._start(stack))
-        stopping = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if starting.done():
-            return starting.result()
-        starting.cancel()
-        await asyncio.gather(starting, return_exceptions=True)
-        return None
 
     async def _start(self, stack: AsyncExitStack) -> Subscription:
         consume_conn = await connect(self.settings, "warren-worker-consume")
@@ -173,8 +157,12 @@ class Worker:
         self._pipeline.registry = self._registry
         self._pipeline.long.use(self._registry)
         # The monitor's API refuses runs of tasks no live worker registered (known_tasks.py).
+        # On a connection of its own: under a memory alarm its publishes block that connection
+        # alone, and the failure records' publishes still time out and dead-letter.
+        announcing = await connect(self.settings, "warren-worker-announce")
+        stack.push_async_callback(announcing.close)
         announcer = Announcer(self.names, self._registry)
-        await announcer.start(publish_conn)
+        await announcer.start(announcing)
         stack.push_async_callback(announcer.close)
         self._connection = consume_conn
         channel = await consume_conn.channel()

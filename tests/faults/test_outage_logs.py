@@ -14,7 +14,12 @@ from warren_cron.faultkit.processes import Proc, Procs
 pytestmark = pytest.mark.faults
 
 #: The worker's robust connections, each reporting its own outage.
-CONNECTIONS = ["warren-worker-cancels", "warren-worker-consume", "warren-worker-publish"]
+CONNECTIONS = [
+    "warren-worker-announce",
+    "warren-worker-cancels",
+    "warren-worker-consume",
+    "warren-worker-publish",
+]
 #: What aio-pika logs for every failed reconnect try.
 RETRY_LINE = "Connection attempt to"
 
