@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import structlog
 
 from warren_cron.worker.heartbeat import Beats
+
+if TYPE_CHECKING:
+    from warren_cron.envelope import Envelope
 
 _log = structlog.get_logger("task")
 
@@ -49,6 +53,21 @@ class TaskContext:
         self.redelivered = redelivered
         self.timeout_seconds = timeout_seconds
         self._log: structlog.typing.FilteringBoundLogger | None = None
+
+    @classmethod
+    def of(
+        cls, envelope: Envelope, attempt: int, redelivered: bool, timeout_seconds: float
+    ) -> TaskContext:
+        """The context of attempt ``attempt`` of ``envelope``'s run, as a worker gives it."""
+        return cls(
+            run_id=envelope.run_id,
+            task=envelope.task,
+            schedule=envelope.schedule,
+            scheduled_for=envelope.scheduled_for,
+            attempt=attempt,
+            redelivered=redelivered,
+            timeout_seconds=timeout_seconds,
+        )
 
     def heartbeat(self, progress: object = None) -> None:
         """Say the attempt is alive, with how far it got (small JSON, e.g. ``{"done": 120,

@@ -65,7 +65,8 @@ class Pipeline:
             return None, Result(Outcome.TERMINAL, "decode-error", str(error))
         # An adopted copy of a redelivered message counts as redelivered on its first attempt.
         again = message.redelivered or (attempt == 1 and H_REDELIVERED in message.headers)
-        ctx = self._context(envelope, attempt, again)
+        timeout = self.settings.timeout_for(envelope.timeout_seconds)
+        ctx = TaskContext.of(envelope, attempt, again, timeout)
         # A cancelled run is not started; a cancel that comes while it runs stops it.
         if not self._cancels.live:  # what was stored while it was away is read first
             await self._cancels.current()
@@ -129,14 +130,3 @@ class Pipeline:
             guarded_run = partial(run_guarded, self.settings, envelope, ctx, limited)
             return self.long.run(message, envelope, ctx, guarded_run)
         return run_guarded(self.settings, envelope, ctx, limited)
-
-    def _context(self, envelope: Envelope, attempt: int, redelivered: bool) -> TaskContext:
-        return TaskContext(
-            run_id=envelope.run_id,
-            task=envelope.task,
-            schedule=envelope.schedule,
-            scheduled_for=envelope.scheduled_for,
-            attempt=attempt,
-            redelivered=redelivered,
-            timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
-        )

@@ -175,15 +175,8 @@ class Kit:
 
     def context(self, envelope: Envelope, number: int) -> TaskContext:
         """The ``TaskContext`` a worker would give attempt ``number``."""
-        return TaskContext(
-            run_id=envelope.run_id,
-            task=envelope.task,
-            schedule=envelope.schedule,
-            scheduled_for=envelope.scheduled_for,
-            attempt=number,
-            redelivered=False,
-            timeout_seconds=self.settings.timeout_for(envelope.timeout_seconds),
-        )
+        timeout = self.settings.timeout_for(envelope.timeout_seconds)
+        return TaskContext.of(envelope, number, False, timeout)
 
     @staticmethod
     def ended(envelope: Envelope, verdict: Verdict, attempts: list[Attempt]) -> TaskRun:
