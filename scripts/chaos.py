@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--queue-type",
         choices=["quorum", "classic"],
         default="quorum",
-        help="quorum (default) or classic; classic runs leave out kill-broker",
+        help="quorum (default) or classic; classic runs leave out restart-broker and kill-broker",
     )
     parser.add_argument(
         "--faults", type=fault_list, default=tuple(FAULTS), help="comma-separated faults"

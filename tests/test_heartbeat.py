@@ -57,14 +57,20 @@ def test_progress_that_is_no_small_json_is_refused_naming_what_to_pass() -> None
         ctx.heartbeat({"rows": list(range(5000))})
 
 
-def test_history_gets_a_summary_only_on_change_and_not_more_often_than_asked() -> None:
-    """A summary is due when the progress changed and enough time passed since the last."""
+def test_history_gets_a_summary_on_change_or_now_and_then_never_per_heartbeat() -> None:
+    """A summary is due when the progress changed and an interval passed since the last,
+    or, with the same progress, when heartbeats came and ten intervals passed."""
     beats = Beats()
     beats.beat({"done": 1})
     assert beats.summary_due(0)
     beats.mark_written()
     beats.beat({"done": 1})
-    assert not beats.summary_due(0)  # unchanged
+    assert not beats.summary_due(1)  # unchanged, written a moment ago
+    progress, _, count = beats.written
+    beats.written = (progress, time.monotonic() - 10, count)
+    assert beats.summary_due(1)  # still beating after ten intervals: shown alive
+    beats.mark_written()
+    assert not beats.summary_due(0)  # no heartbeat since
     beats.beat({"done": 2})
     assert not beats.summary_due(60)  # changed, but written a moment ago
 

@@ -54,9 +54,7 @@ async def test_the_overview_counts_one_off_scheduled_and_delayed_runs_waiting_to
     queue; a one-off enqueued with a delay waits in the delay levels: the card reads 4 runs
     retrying, 3 in retry queues and 1 in delay levels (the history alone knew of 1)."""
     schedules = write_schedules(broker, tmp_path / "schedules.toml", SCHEDULES)
-    monitor: Monitor = await run_monitor(
-        schedules=schedules.schedules, dashboard_port=free_port()
-    )
+    monitor: Monitor = await run_monitor(schedules=schedules.schedules, dashboard_port=free_port())
     assert monitor.dashboard is not None and monitor.dashboard.url is not None
     await run_worker(registry(flaky=flaky))
     for _ in range(2):

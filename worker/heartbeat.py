@@ -19,6 +19,9 @@ from warren_cron.history.events import SCHEMA
 
 #: The largest progress value, as JSON: a heartbeat says how far, not what was done.
 PROGRESS_MAX_BYTES = 4096
+#: Intervals between two summaries while heartbeats come with the same progress: enough to
+#: show the attempt alive, far fewer events than heartbeats.
+QUIET_EVERY = 10
 
 
 class Beats:
@@ -31,8 +34,9 @@ class Beats:
         self.count = 0
         #: The last progress, as JSON already encoded (None before any).
         self.progress: bytes | None = None
-        #: The progress the history's last ``progress`` event carried, and when it was written.
-        self.written: tuple[bytes | None, float] = (None, self.last)
+        #: The progress the history's last ``progress`` event carried, when it was written,
+        #: and the heartbeats counted then.
+        self.written: tuple[bytes | None, float, int] = (None, self.last, 0)
 
     def beat(self, progress: Any = None) -> None:
         """Note a heartbeat now, with ``progress`` (small JSON) when given."""
@@ -46,14 +50,18 @@ class Beats:
         return time.monotonic() - self.last
 
     def summary_due(self, every: float) -> bool:
-        """True when history should get a ``progress`` event: the progress changed since the
-        last one written, and ``every`` seconds passed since then."""
-        progress, at = self.written
-        return self.progress != progress and time.monotonic() - at >= every
+        """True when history should get a ``progress`` event: the progress changed and
+        ``every`` seconds passed since the last one written, or heartbeats came with the
+        same progress and ``QUIET_EVERY`` times that passed."""
+        progress, at, count = self.written
+        elapsed = time.monotonic() - at
+        if self.progress != progress:
+            return elapsed >= every
+        return self.count > count and elapsed >= every * QUIET_EVERY
 
     def mark_written(self) -> None:
         """The current progress went to history now."""
-        self.written = (self.progress, time.monotonic())
+        self.written = (self.progress, time.monotonic(), self.count)
 
 
 def encoded_progress(progress: Any) -> bytes:

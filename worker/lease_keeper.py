@@ -14,11 +14,9 @@ import contextlib
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.history.outcomes import CLAIM_LOST
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.parking import LeaseQueue
-
-#: The reason of an attempt stopped because it lost its claim: its parked copy carries on.
-CLAIM_LOST = "claim-lost"
 
 
 class Keeper:

@@ -10,6 +10,8 @@ and ``settling`` gives the consumer what to settle its fate on instead of the ac
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +22,13 @@ from aio_pika.abc import AbstractConnection
 from warren_cron.broker.exclusive import plain_connection, try_exclusive
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.history.outcomes import CLAIM_LOST, CLAIMED
 from warren_cron.names import Names
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.heartbeat import Beats, Emit, silence, summarize
-from warren_cron.worker.lease_keeper import CLAIM_LOST, Keeper
+from warren_cron.worker.lease_keeper import Keeper
 from warren_cron.worker.overlap import _run_until_stopped as run_until_stopped
 from warren_cron.worker.parked import Parked
 from warren_cron.worker.parking import (
@@ -42,8 +45,6 @@ from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker")
 Attempt = Callable[[], Coroutine[Any, Any, Result]]
-#: The reason of a run whose claim another attempt holds: this delivery is not run.
-CLAIMED = "claimed-elsewhere"
 #: The reason of an attempt stopped because a handler stopped heartbeating.
 HUNG = "hung"
 
@@ -208,11 +209,16 @@ class LongRuns:
             watchers.append(asyncio.create_task(_watch(beats, interval, misses, stop)))
         if self._emit is not None:
             ctx = job.ctx
-            ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task}
+            ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task, **_where()}
             every = interval or self._settings.long_lease_seconds
             summary = summarize(beats, every, self._emit, {**ids, "attempt": ctx.attempt})
             watchers.append(asyncio.create_task(summary))
         return watchers
+
+
+def _where() -> dict[str, Any]:
+    """Where a progress event comes from, as an attempt event says it."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _crash_loop(count: int) -> Result:

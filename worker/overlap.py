@@ -30,6 +30,7 @@ from aio_pika.abc import (
 )
 from aio_pika.exceptions import DeliveryError
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.broker.exclusive import exists, plain_connection, try_exclusive
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE
@@ -191,7 +192,7 @@ async def _lease_channel(
 ) -> AbstractChannel:
     """The channel the lease asks on, open within a lease's length."""
     async with asyncio.timeout(settings.lock_lease_seconds):
-        return await connection.channel()
+        return await open_channel(connection)
 
 
 class Lease:

@@ -17,6 +17,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
 from aiormq.exceptions import ChannelNotFoundEntity
 
+from warren_cron.broker.connect import briefly
 from warren_cron.codec import persistent_message
 from warren_cron.declare import queue_arguments
 from warren_cron.envelope import Envelope
@@ -66,12 +67,11 @@ def lease_of(names: Names, envelope: Envelope, plan_key: str) -> str:
 
 async def parked_count(connection: AbstractConnection, name: str) -> int | None:
     """Copies parked in lease queue ``name``; None when there is no such queue."""
-    channel = await connection.channel()
-    try:
-        declared = await channel.declare_queue(name, passive=True)
-    except ChannelNotFoundEntity:
-        return None  # the broker closed this channel; the connection stays usable
-    await channel.close()
+    async with briefly(connection) as channel:
+        try:
+            declared = await channel.declare_queue(name, passive=True)
+        except ChannelNotFoundEntity:
+            return None  # the broker closed this channel; the connection stays usable
     return declared.declaration_result.message_count or 0
 
 

@@ -21,12 +21,13 @@ async def break_node(scenario: FaultScenario, how: str) -> None:
     await asyncio.to_thread(node.start)
 
 
-@pytest.mark.parametrize(("how", "queue_type"), [("stop", "classic"), ("kill", "quorum")])
+@pytest.mark.parametrize("how", ["stop", "kill"])
 async def test_a_broker_restart_during_a_publish_burst_loses_no_confirmed_task(
-    scenario: FaultScenario, how: str, queue_type: str
+    scenario: FaultScenario, how: str
 ) -> None:
-    """Every task the broker confirmed before or after the restart ends completed or failed."""
-    scenario.broker.queue_type = queue_type  # type: ignore[assignment]
+    """Quorum queues: every task the broker confirmed before or after a stop or a kill -9
+    ends completed or failed."""
+    scenario.broker.queue_type = "quorum"
     await scenario.prepare()
     await scenario.worker()
     await scenario.worker()
@@ -60,18 +61,21 @@ async def test_a_broker_killed_with_unacked_deliveries_loses_nothing(
 
 
 @pytest.mark.long
-async def test_on_classic_queues_a_broker_kill_loses_only_tasks_between_queues(
-    scenario: FaultScenario,
+@pytest.mark.parametrize("how", ["stop", "kill"])
+async def test_on_classic_queues_a_broker_restart_loses_only_tasks_between_queues(
+    scenario: FaultScenario, how: str
 ) -> None:
-    """Classic queues: a broker kill -9 may lose only tasks being dead-lettered, as documented."""
-    # RabbitMQ dead-letters classic-queue messages at most once; waiting or running tasks
-    # must survive.
+    """Classic queues: a broker stop or kill -9 may lose only tasks being dead-lettered, as
+    documented; waiting or running tasks survive."""
+    # RabbitMQ dead-letters classic-queue messages at most once: a stop too shuts the queues
+    # down one by one, and a retry queue's expired task sent to a main queue already gone is
+    # dropped (3 of 400 with 100-200 ms retries, seen under load).
     await scenario.prepare()
     await scenario.worker()
     await scenario.worker()
     burst = asyncio.create_task(scenario.publish(workload(400, 7), parallel=16))
     await eventually(lambda: scenario.ledger.count_confirmed() >= 100, 30)
-    await break_node(scenario, "kill")
+    await break_node(scenario, how)
     await asyncio.wait_for(burst, 60)
     report = await scenario.wait_quiet(timeout=30)
     for run_id in report.lost:

@@ -10,7 +10,9 @@ import pytest
 
 from tests.faults.harness import FaultScenario
 from tests.faults.test_long_jobs import LEASE, events, long_envelope
+from warren_cron.client import Client
 from warren_cron.faultkit.waits import eventually
+from warren_cron.history.lifecycle import RunStatus
 
 pytestmark = pytest.mark.faults
 
@@ -24,25 +26,46 @@ def worker_env(ledger: Path) -> dict[str, str]:
     }
 
 
+async def running_on(client: Client, run_id: str, pid: int) -> RunStatus:
+    """The run's status once it reads running on worker ``pid`` with a progress."""
+
+    async def seen() -> RunStatus | None:
+        status = await client.run(run_id).status()
+        [attempt] = status.attempts or [None]
+        on = attempt is not None and (attempt.worker or "").endswith(f":{pid}")
+        return status if status.state == "running" and on and status.progress else None
+
+    found = await eventually(seen, 30, what=f"the run running on {pid} with a progress")
+    assert found is not None
+    return found
+
+
 async def test_a_workers_long_run_is_handed_over_after_kill_9(
     scenario: FaultScenario, tmp_path: Path
 ) -> None:
-    """A 12 s run (three consumer timeouts): its worker killed mid-attempt, the other worker
-    starts it within 1.5 leases plus a second, and reports it succeeded."""
+    """A 12 s run (three consumer timeouts), seen running with its progress: its worker
+    killed mid-attempt, the other worker starts it within 1.5 leases plus a second, the run
+    reads running there, and it succeeds."""
     ledger = tmp_path / "long.jsonl"
     await scenario.prepare()
     first = await scenario.worker(**worker_env(ledger))
     envelope = long_envelope("long_sleep", seconds=12, beat=0.5)
     await scenario.publish([(envelope, "long")])
-    await eventually(lambda: events(ledger, envelope.run_id, "beat"), 20)
-    second = await scenario.worker(**worker_env(ledger))
-    first.kill()
-    killed = time.time()
-    [start] = await eventually(lambda: events(ledger, envelope.run_id, "start")[1:], 20)
-    assert start["pid"] == second.pid
-    assert killed < start["t"] < killed + 1.5 * LEASE + 1
-    await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
-    await second.wait_log('"outcome":"succeeded"', timeout=10)
+    async with Client(scenario.settings()) as client:
+        before = await running_on(client, envelope.run_id, first.pid)
+        assert before.progress["done"] >= 1 and before.last_heartbeat is not None
+        second = await scenario.worker(**worker_env(ledger))
+        first.kill()
+        killed = time.time()
+        [start] = await eventually(lambda: events(ledger, envelope.run_id, "start")[1:], 20)
+        assert start["pid"] == second.pid
+        assert killed < start["t"] < killed + 1.5 * LEASE + 1
+        after = await running_on(client, envelope.run_id, second.pid)
+        assert [a.number for a in after.attempts] == [1]  # a hand-over spends no attempt
+        await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
+        await second.wait_log('"outcome":"succeeded"', timeout=10)
+        ended = await client.run(envelope.run_id).wait(timeout=30)
+        assert ended.state == "succeeded"
 
 
 async def test_a_hung_handler_is_retried_as_its_next_attempt(

@@ -21,11 +21,15 @@ import pytest
 from tests.faults.harness import FaultScenario
 from tests.faults.test_scheduler_faults import schedules_file, spawn_scheduler
 from warren_cron.broker.connect import connect
+from warren_cron.broker.exclusive import consumer_count
+from warren_cron.broker.inspect import counts
+from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.faultkit.private_broker import free_port
 from warren_cron.faultkit.processes import Proc
 from warren_cron.faultkit.waits import NeverHappened, eventually, progressing
 from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.worker.parking import parked_count
 
 pytestmark = pytest.mark.faults
 
@@ -242,4 +246,25 @@ async def test_a_history_write_failed_in_an_outage_leaves_no_channel_behind(
             await level_again(scenario, held)
     finally:
         await publisher.close()
+        await connection.close()
+
+
+async def test_broker_calls_failed_in_an_outage_leave_no_channel_to_reopen(
+    scenario: FaultScenario,
+) -> None:
+    """A queue count, a consumer count and a parked count asked while the node is down fail;
+    once the robust connection is back it holds no channel for them (it reopened each)."""
+    connection = await connect(scenario.settings(), "warren-test-calls")
+    try:
+        held = await channels_of(scenario, os.getpid())
+        # Stopped with the event loop held: each call then starts before the connection
+        # knows it is lost, as a check under way when the node goes does.
+        scenario.node.stop()
+        for call in (counts, consumer_count, parked_count):
+            with pytest.raises((*BROKER_TROUBLE, RuntimeError)):
+                await call(connection, "warren-test-absent")
+        await asyncio.to_thread(scenario.node.start)
+        await asyncio.wait_for(connection.ready(), 60)
+        await level_again(scenario, held)
+    finally:
         await connection.close()

@@ -15,7 +15,8 @@ Each outage of a connection is logged once when it is lost and once when it is b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar, overload
 
 import aio_pika
@@ -120,15 +121,38 @@ async def open_channel(
 async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel: ...
 async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel:
     """A new channel; ``BrokerUnavailable`` while a robust connection is reconnecting."""
+    channel = None
     try:
         channel = connection.channel(**options)
         await channel
-    except RuntimeError as error:
-        # aio-pika's plain RuntimeError for a connection with no transport (it is down and
-        # reconnecting; it can go down between the two lines too): callers catch broker
-        # trouble, not every RuntimeError.
-        raise BrokerUnavailable(f"the broker connection is down ({error}); try again") from None
+    except BaseException as error:
+        # A robust connection reopens every channel it made after a reconnect: one whose
+        # open failed during an outage would come back with no owner, a channel leaked
+        # for each unlucky outage. Closed, it stays closed.
+        if channel is not None:
+            await close_quietly(channel)
+        if isinstance(error, RuntimeError):
+            # aio-pika's plain RuntimeError for a connection with no transport (down and
+            # reconnecting): callers catch broker trouble, not every RuntimeError.
+            raise BrokerUnavailable(f"the broker connection is down ({error}); try again") from None
+        raise
     return channel
+
+
+@asynccontextmanager
+async def briefly(connection: AbstractConnection) -> AsyncIterator[AbstractChannel]:
+    """A channel for a call or two, closed after whatever happens (never reopened)."""
+    channel = await open_channel(connection)
+    try:
+        yield channel
+    finally:
+        await close_quietly(channel)
+
+
+async def close_quietly(channel: AbstractChannel) -> None:
+    """Close a channel that the broker may already have closed."""
+    with suppress(Exception):
+        await channel.close()
 
 
 def is_gone(connection: AbstractConnection) -> bool:

@@ -13,7 +13,7 @@ import aio_pika
 from aio_pika.abc import AbstractConnection, AbstractQueue
 from aiormq.exceptions import ChannelLockedResource, ChannelNotFoundEntity
 
-from warren_cron.broker.connect import first_answering
+from warren_cron.broker.connect import briefly, first_answering, open_channel
 from warren_cron.declare import queue_arguments
 from warren_cron.runtime.settings import CronSettings
 
@@ -34,7 +34,7 @@ async def plain_connection(settings: CronSettings, name: str, heartbeat: int) ->
 
 async def try_exclusive(connection: AbstractConnection, name: str) -> AbstractQueue | None:
     """Declare the exclusive queue ``name``; None when another connection holds it."""
-    channel = await connection.channel()
+    channel = await open_channel(connection)
     try:
         # Exclusive queues cannot be quorum queues: locks are always classic.
         return await channel.declare_queue(
@@ -46,14 +46,13 @@ async def try_exclusive(connection: AbstractConnection, name: str) -> AbstractQu
 
 async def exists(connection: AbstractConnection, name: str) -> bool:
     """True while queue ``name`` exists, held by this connection or another one."""
-    channel = await connection.channel()
-    try:
-        await channel.declare_queue(name, passive=True)
-    except ChannelLockedResource:
-        return True  # exclusive to another connection: it exists
-    except ChannelNotFoundEntity:
-        return False
-    await channel.close()
+    async with briefly(connection) as channel:
+        try:
+            await channel.declare_queue(name, passive=True)
+        except ChannelLockedResource:
+            return True  # exclusive to another connection: it exists
+        except ChannelNotFoundEntity:
+            return False
     return True
 
 
@@ -61,12 +60,11 @@ async def consumer_count(connection: AbstractConnection, name: str) -> int | Non
     """Consumers of queue ``name`` as its passive declare counts them (a single-active-consumer
     queue counts its active one only); None when there is no such queue, and 1 for an
     exclusive queue held by another connection."""
-    channel = await connection.channel()
-    try:
-        declared = await channel.declare_queue(name, passive=True)
-    except ChannelLockedResource:
-        return 1
-    except ChannelNotFoundEntity:
-        return None
-    await channel.close()
+    async with briefly(connection) as channel:
+        try:
+            declared = await channel.declare_queue(name, passive=True)
+        except ChannelLockedResource:
+            return 1
+        except ChannelNotFoundEntity:
+            return None
     return declared.declaration_result.consumer_count

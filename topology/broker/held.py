@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager, suppress
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
-from warren_cron.broker.connect import open_channel
+from warren_cron.broker.connect import close_quietly, open_channel
 from warren_cron.broker.underlay import underlay
 
 #: Prefetch of each consumer: how many messages one consumer holds before the next starts.
@@ -30,12 +30,6 @@ BATCH = 256
 IDLE_SECONDS = 0.05
 #: How long messages may be said ready while none arrives before the broker is taken for gone.
 STALL_SECONDS = 15.0
-
-
-async def close_quietly(channel: AbstractChannel) -> None:
-    """Close a channel that the broker may already have closed."""
-    with suppress(Exception):
-        await channel.close()
 
 
 class Held:

@@ -17,8 +17,8 @@ import orjson
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 from aiormq.exceptions import ChannelNotFoundEntity
 
-from warren_cron.broker.connect import open_channel
-from warren_cron.broker.held import close_quietly, holding
+from warren_cron.broker.connect import close_quietly, open_channel
+from warren_cron.broker.held import holding
 from warren_cron.errors import PlanError
 from warren_cron.headers import (
     H_FAILED_AT,

@@ -21,7 +21,7 @@ import aio_pika
 from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import AMQPError, ChannelPreconditionFailed
 
-from warren_cron.broker.held import close_quietly
+from warren_cron.broker.connect import briefly
 from warren_cron.broker.inspect import counts
 
 #: The exchange type of the (archived) rabbitmq_delayed_message_exchange plugin.
@@ -75,15 +75,13 @@ async def queue_state(
     found = await counts(connection, name)
     if found is None:
         return None
-    channel = await connection.channel()
-    try:
-        await channel.declare_queue(name, durable=True, arguments=arguments)
-    except ChannelPreconditionFailed as refused:
-        said = _INEQUIVALENT.search(str(refused))
-        detail = said[2] if said else str(refused)
-        return QueueState(name, *found, detail, said[1] if said else None)
-    finally:
-        await close_quietly(channel)
+    async with briefly(connection) as channel:
+        try:
+            await channel.declare_queue(name, durable=True, arguments=arguments)
+        except ChannelPreconditionFailed as refused:
+            said = _INEQUIVALENT.search(str(refused))
+            detail = said[2] if said else str(refused)
+            return QueueState(name, *found, detail, said[1] if said else None)
     return QueueState(name, *found)
 
 

@@ -21,6 +21,7 @@ from warren_cron.cli.common import EXIT_BROKER, EXIT_OK, EXIT_USAGE, log_to_stde
 from warren_cron.cli.runs_args import PROG, build_parser
 from warren_cron.cli.runs_cancel import cancel_command, usage_error
 from warren_cron.client.client import Client
+from warren_cron.clock import utcnow
 from warren_cron.errors import RunTimeout, SettingsError
 from warren_cron.history.lifecycle import RunStatus
 from warren_cron.runtime.settings import CronSettings, load_settings
@@ -45,6 +46,10 @@ def printed(status: RunStatus, as_json: bool) -> None:
         print(f"  attempt {attempt.number}: {attempt.outcome or 'running'} on {where}", end="")
         print(f" http={attempt.http_status}" if attempt.http_status else "", end="")
         print(f"  {attempt.error}" if attempt.error else "")
+    if status.last_heartbeat is not None:
+        progress = orjson.dumps(status.progress).decode()
+        ago = (utcnow() - status.last_heartbeat).total_seconds()
+        print(f"  progress: {progress}  ({status.heartbeats} heartbeats, last {ago:.0f} s ago)")
     if status.result is not None:
         print(f"  result: {orjson.dumps(status.result).decode()}")
 

@@ -8,9 +8,11 @@ driver waits a random pause, then does one of:
 - ``close-connections``: ``rabbitmqctl close_all_connections``;
 - ``restart-broker``: stop the node (on a cluster, a node chosen at random) cleanly, then
   start it;
-- ``kill-broker``: ``kill -9`` the node (or a cluster's node), then start it (quorum queues
-  only: classic queues dead-letter at most once, so a broker crash may lose a task between
-  two queues).
+- ``kill-broker``: ``kill -9`` the node (or a cluster's node), then start it.
+
+The two broker faults run on quorum queues only: classic queues dead-letter at most once, so
+a broker crash, or a clean stop that shuts the queues down one by one, may lose a task
+between two queues.
 
 It stops once every task is published and nothing is in flight; then the run goes quiet
 without faults and the ledger classifies every task.
@@ -39,7 +41,7 @@ FAULTS: dict[str, int] = {
     "kill-broker": 1,
 }
 #: Faults that a classic-queue run leaves out (see the module docstring).
-UNSAFE_ON_CLASSIC = frozenset({"kill-broker"})
+UNSAFE_ON_CLASSIC = frozenset({"restart-broker", "kill-broker"})
 
 
 @dataclass

@@ -12,6 +12,8 @@ run, ``run_id``, ``schedule`` and ``task``. The fields of each type:
 | `attempt`   | `attempt`, `outcome`, `reason`, `duration_ms`, `error`, `http_status`,        |
 |             | `result` (the handler's return value, JSON), `host`, `pid`, `replay`,         |
 |             | `started` (when it began, for an attempt whose `started` was not written)     |
+| `progress`  | `attempt`, `progress` (a long attempt's last, any JSON), `heartbeats`,        |
+|             | `host`, `pid` (a summary of its heartbeats: ``worker/heartbeat.py``)          |
 | `failed`    | `reason`, `attempts`, `error`, `replay`                                       |
 | `replayed`  | `by`, `plan`, `replay`, `reason`                                              |
 | `purged`    | `by`, `reason`                                                                |
@@ -58,6 +60,7 @@ EventType = Literal[
     "skipped",
     "started",
     "attempt",
+    "progress",
     "failed",
     "replayed",
     "purged",

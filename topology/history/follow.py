@@ -21,7 +21,7 @@ from aio_pika.abc import (
 )
 from aiormq.exceptions import ChannelInvalidStateError
 
-from warren_cron.broker.held import close_quietly
+from warren_cron.broker.connect import close_quietly
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 from warren_cron.history.reader import consuming, last_offset, stream_offset

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
+from warren_cron.history.outcomes import HANDED_OVER
 from warren_cron.history.run_fold import RUNNING, Run, run_time
 
 State = Literal[
@@ -26,6 +27,8 @@ State = Literal[
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "expired", "cancelled"})
 #: Run outcomes (``topology/history/run_fold.py``) that are a cancel for an application.
 _CANCELS = frozenset({"replaced", "lock-contended", "skipped", "cancelled"})
+#: Events that end an attempt or the run (but a hand-over: ``HANDED_OVER``).
+_ENDS = frozenset({"attempt", "failed", "skipped", "cancelled"})
 
 
 @dataclass(slots=True)
@@ -72,6 +75,11 @@ class RunStatus:
     #: The handler's return value (JSON) once the run succeeded.
     result: Any = None
     attempts: tuple[Attempt, ...] = field(default=())
+    #: A long attempt's last progress (any JSON), when history last heard it beat, and its
+    #: heartbeats then (``docs/long-jobs.md``).
+    progress: Any = None
+    last_heartbeat: datetime | None = None
+    heartbeats: int = 0
 
     @property
     def done(self) -> bool:
@@ -91,6 +99,9 @@ class RunStatus:
             "error": self.error,
             "result": self.result,
             "attempts": [attempt.as_json() for attempt in self.attempts],
+            "progress": self.progress,
+            "last_heartbeat": _text(self.last_heartbeat),
+            "heartbeats": self.heartbeats,
         }
 
 
@@ -116,6 +127,9 @@ def status_of(
         run.last_error,
         None if last is None or run.outcome != "succeeded" else last.get("result"),
         tuple(attempts),
+        run.progress,
+        run.last_heartbeat,
+        run.heartbeats,
     )
 
 
@@ -130,16 +144,26 @@ def _state(run: Run, events: list[Event], now: datetime, due: datetime | None) -
     if outcome == "failed":
         last = _last_end(events)
         return "expired" if last is not None and last.get("reason") == "expired" else "failed"
+    if outcome == "deferred":  # held back by flow control, tried again later
+        return "delayed"
     if outcome not in (RUNNING, "retrying"):
         return "succeeded"
-    if events[-1].type == "started":
+    if _live(events[-1]):
         return "running"
     return "retrying" if outcome == "retrying" else _waiting(run.scheduled_for or due, now)
 
 
+def _live(event: Event) -> bool:
+    """True for an event that leaves an attempt running: its start, its heartbeats, or a
+    long attempt's hand-over to another worker."""
+    if event.type in ("started", "progress"):
+        return True
+    return event.type == "attempt" and event.get("reason") in HANDED_OVER
+
+
 def _last_end(events: list[Event]) -> Event | None:
     """The latest event that ended an attempt or the run."""
-    ends = [e for e in events if e.type in ("attempt", "failed", "skipped", "cancelled")]
+    ends = [e for e in events if e.type in _ENDS and e.get("reason") not in HANDED_OVER]
     return ends[-1] if ends else None
 
 
@@ -151,10 +175,12 @@ def _attempts(events: list[Event]) -> list[Attempt]:
             continue
         number, replay = int(event.get("attempt", 0)), int(event.get("replay", 0))
         attempt = found.setdefault((replay, number), Attempt(number, replay))
-        attempt.worker = attempt.worker or _worker(event)
         if event.type == "started":
-            attempt.started_at = event.at
-        else:
+            # A long attempt handed over starts again elsewhere: where it runs now.
+            attempt.started_at = attempt.started_at or event.at
+            attempt.worker = _worker(event) or attempt.worker
+        elif event.get("reason") not in HANDED_OVER:
+            attempt.worker = attempt.worker or _worker(event)
             _ended(attempt, event)
     return list(found.values())
 

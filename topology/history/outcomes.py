@@ -16,3 +16,9 @@ OUTCOMES = (
     "skipped",
     "cancelled",
 )
+#: Reasons of an attempt event that ended no run: a long attempt that lost its claim (its
+#: parked copy carries the run on) or a delivery of a run whose claim another attempt holds
+#: (``docs/long-jobs.md``). The run stays where it was.
+CLAIM_LOST = "claim-lost"
+CLAIMED = "claimed-elsewhere"
+HANDED_OVER = frozenset({CLAIM_LOST, CLAIMED})

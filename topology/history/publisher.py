@@ -28,8 +28,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.batch import publish_batch
-from warren_cron.broker.connect import publish_channel
-from warren_cron.broker.held import close_quietly
+from warren_cron.broker.connect import close_quietly, publish_channel
 from warren_cron.codec import Outgoing
 from warren_cron.history.events import join
 from warren_cron.history.losses import Losses, Report

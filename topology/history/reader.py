@@ -29,9 +29,8 @@ from aio_pika.abc import (
     ConsumerTag,
 )
 
-from warren_cron.broker.connect import open_channel
+from warren_cron.broker.connect import close_quietly, open_channel
 from warren_cron.broker.drops import through_drops
-from warren_cron.broker.held import close_quietly
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 

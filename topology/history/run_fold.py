@@ -25,6 +25,7 @@ from typing import Any
 
 from warren_cron.clock import utc_text
 from warren_cron.history.events import Event
+from warren_cron.history.outcomes import HANDED_OVER
 from warren_cron.history.outcomes import OUTCOMES as OUTCOMES
 from warren_cron.history.outcomes import RUNNING as RUNNING
 
@@ -58,6 +59,10 @@ class Run:
     last_error: str | None = None
     replays: int = 0
     purged: bool = False
+    #: A long attempt's last progress (any JSON) and when history last heard it beat.
+    progress: Any = None
+    last_heartbeat: datetime | None = None
+    heartbeats: int = 0
     events: list[Event] = field(default_factory=list)
     #: The highest attempt number seen of each replay (0: before the first).
     tries: dict[int, int] = field(default_factory=dict, repr=False)
@@ -108,6 +113,8 @@ class Run:
             "seconds": self.seconds,
             "last_error": self.last_error,
             "replays": self.replays,
+            "progress": self.progress,
+            "last_heartbeat": _text(self.last_heartbeat),
         }
 
     def story(self) -> dict[str, Any]:
@@ -188,6 +195,8 @@ def _counted(run: Run, event: Event, attempt: int) -> bool:
 
 
 def _attempt(run: Run, event: Event) -> None:
+    if event.get("reason") in HANDED_OVER:
+        return  # the run goes on: its parked copy, or the attempt holding its claim, runs it
     if not _counted(run, event, int(event.get("attempt", 0))):
         return
     outcome = str(event.get("outcome", RUNNING))
@@ -219,6 +228,13 @@ def _purged(run: Run, event: Event) -> None:
     run.purged = True
 
 
+def _progress(run: Run, event: Event) -> None:
+    """A long attempt's summary of its heartbeats (``worker/heartbeat.py``)."""
+    if run.last_heartbeat is None or event.at >= run.last_heartbeat:
+        run.progress, run.last_heartbeat = event.get("progress"), event.at
+        run.heartbeats = int(event.get("heartbeats", 0))
+
+
 _APPLY = {
     "fired": _fired,
     "triggered": _fired,
@@ -228,6 +244,7 @@ _APPLY = {
     "replayed": _replayed,
     "purged": _purged,
     "cancelled": _cancelled,
+    "progress": _progress,
 }
 
 

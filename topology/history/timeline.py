@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from warren_cron.durations import for_people
 from warren_cron.history.events import Event
@@ -68,6 +71,10 @@ def _skipped(event: Event) -> str:
     return f"{text}, {event.get('count')} fire(s) through {event.get('last')}"
 
 
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
 def _nothing(event: Event) -> str:
     return ""
 
@@ -80,6 +87,7 @@ _DETAILS: dict[str, Callable[[Event], str]] = {
     "replayed": lambda e: f"{_by(e)} (replay {e.get('replay', '?')})",
     "purged": _by,
     "cancelled": _by,
+    "progress": lambda e: f"{_json(e.get('progress'))} ({e.get('heartbeats')} heartbeats)",
 }
 
 
@@ -97,7 +105,7 @@ def steps(run: Run) -> list[Step]:
     """One step per event, in the order they happened; an attempt says how long it waited
     to start (from the end of the attempt before, or from the fire or replay)."""
     found, since = [], None
-    for event in run.told():
+    for event in _latest_progress(run.told()):
         waited = None
         if event.type == "attempt" and since is not None:
             started = event.at.timestamp() - float(event.get("duration_ms") or 0) / 1000
@@ -105,3 +113,12 @@ def steps(run: Run) -> list[Step]:
         found.append(_step(event, waited))
         since = event.at if event.type in _WAIT_FROM else since
     return found
+
+
+def _latest_progress(events: list[Event]) -> list[Event]:
+    """The events but the progress of an attempt that a later progress of it tells anew:
+    a long attempt's hours would otherwise be hundreds of steps."""
+    last = {(e.get("replay"), e.get("attempt")): e for e in events if e.type == "progress"}
+    return [
+        e for e in events if e.type != "progress" or last[e.get("replay"), e.get("attempt")] is e
+    ]

@@ -25,8 +25,7 @@ from typing import Any, Literal
 from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import AMQPError, ChannelLockedResource, ChannelNotFoundEntity
 
-from warren_cron.broker.connect import connect, open_channel
-from warren_cron.broker.held import close_quietly
+from warren_cron.broker.connect import close_quietly, connect, open_channel
 from warren_cron.broker.management import Management, vhost_and_auth
 from warren_cron.delay import delay_objects
 from warren_cron.errors import WarrenError

@@ -65,6 +65,9 @@ class Run(BaseModel):
     error: str | None
     result: Any = Field(description="the handler's return value once it succeeded")
     attempts: list[Attempt]
+    progress: Any = Field(None, description="a long attempt's last progress (any JSON)")
+    last_heartbeat: str | None = Field(None, description="when history last heard it beat")
+    heartbeats: int = Field(0, description="its heartbeats counted by then")
 
 
 class Scanned(BaseModel):

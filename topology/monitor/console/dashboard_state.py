@@ -24,6 +24,7 @@ from warren_cron.monitor.console.activity import DAY, Activity
 from warren_cron.monitor.console.api_state import ApiState
 from warren_cron.monitor.console.failed_index import FailedIndex
 from warren_cron.monitor.console.flow import FlowSeen
+from warren_cron.monitor.console.long_runs import LongRunsSeen
 from warren_cron.monitor.console.offsets import OffsetIndex
 from warren_cron.monitor.console.recent import RecentRuns
 from warren_cron.monitor.scheduler_down import SchedulerWatch
@@ -56,6 +57,7 @@ class DashboardState:
         self.activity = Activity()
         self.flow = FlowSeen()
         self.recent = RecentRuns()
+        self.long_runs = LongRunsSeen()
         self.offsets = OffsetIndex()
         #: Reads of the history stream requests ask for: bounded in number and in events.
         self.scans = ScanGate(settings.history_scans, settings.history_scan_events)
@@ -95,6 +97,7 @@ class DashboardState:
         self.activity.on_events(events, offset)
         self.flow.on_events(events, offset)
         self.recent.on_events(events, offset)
+        self.long_runs.on_events(events, offset)
         self.offsets.on_events(events, offset)
         self.api.waiters.on_events(events, offset)  # last: a woken call reads the runs above
 

@@ -10,6 +10,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustChannel
 from aiormq.abc import DeliveredMessage
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.broker.underlay import underlay
 from warren_cron.known_tasks import ANNOUNCE_SECONDS, KnownTasks
 from warren_cron.names import Names
@@ -29,7 +30,7 @@ class KnownTasksEar:
 
     async def start(self, connection: AbstractConnection) -> None:
         """Declare the fanout and a queue of its own, bound and consumed."""
-        self._channel = await connection.channel()
+        self._channel = await open_channel(connection)
         await self._listen()
         if isinstance(self._channel, AbstractRobustChannel):
             self._channel.reopen_callbacks.add(self._on_reopen)

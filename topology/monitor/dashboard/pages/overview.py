@@ -49,6 +49,7 @@ async def overview(request: web.Request) -> web.StreamResponse:
         failures=activity.failures_by_reason(now),
         silent=silent,
         workers=activity.workers_seen(now),
+        long_runs=dashboard.long_runs.now(now),
         schedules=schedules,
         paused=paused,
         waiting=waiting_in(queues),
