@@ -72,6 +72,9 @@ class HttpRequest(BaseModel):
     timeout: float | None = Field(None, gt=0)
     #: Signs each request with this secret instead of CRON_HTTP_SIGNING_SECRET.
     signing_secret: SecretRef | None = None
+    #: Seconds between polls of the status URL a ``202`` names (``worker/http_poll.py``);
+    #: None: a 202 is a success like any 2xx.
+    poll: float | None = Field(None, ge=1, le=3600)
 
     # A URL or header that cannot be sent fails the same way on every attempt: refuse it
     # here, so the task fails once as a permanent error instead of spending its retries.

@@ -22,6 +22,9 @@ PROGRESS_MAX_BYTES = 4096
 #: Intervals between two summaries while heartbeats come with the same progress: enough to
 #: show the attempt alive, far fewer events than heartbeats.
 QUIET_EVERY = 10
+#: The summaries' interval for an attempt whose handler declared no heartbeat interval (an
+#: http task's polls, a handler that beats now and then): often enough to follow a job.
+UNDECLARED_SUMMARY_SECONDS = 5.0
 
 
 class Beats:

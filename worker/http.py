@@ -37,6 +37,7 @@ from warren_cron.webhook import HttpRequest, SecretRef, parse_request
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.destinations import DestinationPolicy
 from warren_cron.worker.excerpt import excerpt, readable
+from warren_cron.worker.http_poll import STATUS_BYTES, poll, status_url
 from warren_cron.worker.resolver import PolicyResolver
 from warren_cron.worker.retry_after import retry_after
 from warren_cron.worker.settings import WorkerSettings
@@ -87,6 +88,8 @@ class Answer:
     body: bytes
     retry_after: float | None = None
     charset: str | None = None
+    #: A 202's ``Location``: the job's status URL (``worker/http_poll.py``).
+    location: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ class HttpOptions:
     policy: DestinationPolicy
     secrets: SecretSources
     signing_secret: str | None = None
+    #: Polls of a status URL that may go unanswered in a row (CRON_HEARTBEAT_MISSES).
+    misses: int = 3
 
 
 def http_options(settings: WorkerSettings) -> HttpOptions:
@@ -105,6 +110,7 @@ def http_options(settings: WorkerSettings) -> HttpOptions:
         settings.destination_policy(),
         SecretSources(settings.http_secret_dir, settings.http_secret_env),
         None if secret is None else secret.get_secret_value(),
+        settings.heartbeat_misses,
     )
 
 
@@ -205,7 +211,7 @@ class HttpHandler:
         self._session = session
         self._options = options
 
-    async def __call__(self, payload: Any, ctx: TaskContext) -> dict[str, int]:
+    async def __call__(self, payload: Any, ctx: TaskContext) -> dict[str, Any]:
         """Send the request; return its status, or raise to fail the attempt."""
         # A worker's payloads come from decoded message bodies (``codec.decode``).
         request = parse_request(payload, decoded=True)
@@ -217,7 +223,33 @@ class HttpHandler:
         timeout = min(request.timeout or ctx.timeout_seconds, ctx.timeout_seconds)
         answer = await self._send(request.method, url, headers, body, timeout, scrub)
         check_status(request.method, url, answer, scrub)
+        if answer.status == 202 and request.poll is not None:
+            return await self._polled(request, ctx, url, answer.location, scrub)
         return {"status": answer.status}
+
+    async def _polled(
+        self,
+        request: HttpRequest,
+        ctx: TaskContext,
+        url: URL,
+        location: str | None,
+        scrub: Scrubber,
+    ) -> dict[str, Any]:
+        """Poll the status URL a 202 named until the job ends (``worker/http_poll.py``)."""
+        target = status_url(url, location, shown(url))
+        self._options.policy.check_host(target.raw_host or "")
+        get = request.model_copy(update={"method": "GET", "json_body": None, "body": None})
+        headers = self.headers(get, ctx, target, None)
+        every = request.poll or 1.0
+        seconds = request.timeout or max(every, 10.0)
+
+        async def once() -> Answer:
+            got = await self._send("GET", target, headers, None, seconds, scrub, STATUS_BYTES)
+            check_status("GET", target, got, scrub)
+            return got
+
+        result = await poll(once, every, self._options.misses, ctx, shown(target), scrub)
+        return {"status": 202, "result": result}
 
     def headers(
         self, request: HttpRequest, ctx: TaskContext, url: URL, body: bytes | None
@@ -246,6 +278,7 @@ class HttpHandler:
         body: bytes | None,
         seconds: float,
         scrub: Scrubber,
+        keep: int = 0,
     ) -> Answer:
         try:
             async with self._session.request(
@@ -258,7 +291,10 @@ class HttpHandler:
             ) as response:
                 status = response.status
                 if 200 <= status < 300:
-                    return Answer(status, await read_body(response, 0))
+                    answer = Answer(status, await read_body(response, keep))
+                    if status == 202:
+                        answer.location = response.headers.get("Location")
+                    return answer
                 wait = retry_after(response.headers.get("Retry-After"), utcnow())
                 body = await read_body(response, EXCERPT_BYTES)
                 return Answer(status, body, wait, response.charset)

@@ -27,7 +27,7 @@ from warren_cron.names import Names
 from warren_cron.worker.attempt import Outcome, Result
 from warren_cron.worker.context import TaskContext
 from warren_cron.worker.delivery import Delivery
-from warren_cron.worker.heartbeat import Beats, Emit, silence, summarize
+from warren_cron.worker.heartbeat import UNDECLARED_SUMMARY_SECONDS, Beats, Emit, silence, summarize
 from warren_cron.worker.lease_keeper import Keeper
 from warren_cron.worker.overlap import _run_until_stopped as run_until_stopped
 from warren_cron.worker.parked import Parked
@@ -210,7 +210,7 @@ class LongRuns:
         if self._emit is not None:
             ctx = job.ctx
             ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task, **_where()}
-            every = interval or self._settings.long_lease_seconds
+            every = interval or UNDECLARED_SUMMARY_SECONDS
             summary = summarize(beats, every, self._emit, {**ids, "attempt": ctx.attempt})
             watchers.append(asyncio.create_task(summary))
         return watchers

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.faults.harness import FaultScenario
 from tests.faults.test_long_jobs import LEASE, events, long_envelope
@@ -80,3 +81,45 @@ async def test_a_hung_handler_is_retried_as_its_next_attempt(
     await eventually(lambda: events(ledger, envelope.run_id, "end"), 30)
     assert [s["attempt"] for s in events(ledger, envelope.run_id, "start")] == [1, 2]
     assert '"reason":"hung"' in worker.log()
+
+
+async def test_an_http_job_polled_for_three_consumer_timeouts_succeeds_seen_running(
+    scenario: FaultScenario,
+) -> None:
+    """An http task whose endpoint answers 202 and a status URL, its job running 12 s (three
+    consumer timeouts): the worker polls it, the run reads running with the job's progress
+    meanwhile, and it succeeds with the job's result."""
+    began = time.monotonic()
+
+    async def endpoint(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            return web.Response(status=202, headers={"Location": "/status"})
+        done = int(time.monotonic() - began)
+        if done < 12:
+            return web.json_response({"state": "running", "progress": {"seconds": done}})
+        return web.json_response({"state": "succeeded", "result": {"rows": 12}})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", endpoint)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/start"
+        await _polled_job(scenario, url)
+    finally:
+        await runner.cleanup()
+
+
+async def _polled_job(scenario: FaultScenario, url: str) -> None:
+    """Run the http task for ``url`` on a worker and follow it to its end."""
+    await scenario.prepare()
+    worker = await scenario.worker()
+    envelope = long_envelope("http", url=url, poll=1)
+    await scenario.publish([(envelope, "long")])
+    async with Client(scenario.settings()) as client:
+        seen = await running_on(client, envelope.run_id, worker.pid)
+        assert seen.progress["seconds"] < 12
+        ended = await client.run(envelope.run_id).wait(timeout=60)
+    assert (ended.state, ended.result) == ("succeeded", {"status": 202, "result": {"rows": 12}})
+    assert len(ended.attempts) == 1
