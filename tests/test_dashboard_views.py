@@ -75,6 +75,17 @@ def test_activity_counts_a_day_of_attempts_and_failures_and_forgets_older_ones()
     assert sum(sum(c.values()) for c in activity.attempts.values()) == 2
 
 
+def test_a_long_attempts_hand_over_is_no_attempt_on_the_chart() -> None:
+    """An attempt event of a hand-over (claim-lost) charts nothing; its worker is seen."""
+    activity = Activity()
+    handed = attempt(NOW, "replaced", pid=9)
+    handed.data["reason"] = "claim-lost"
+    activity.on_events([handed], 0)
+    [(_, counts)] = activity.per_minute(NOW, 1)
+    assert counts == Counter()
+    assert [w.pid for w in activity.workers_seen(NOW)] == [9]
+
+
 def test_a_record_body_is_shown_with_its_secret_headers_hidden() -> None:
     """An http task's Authorization header is hidden; a reference to a secret is kept."""
     body = orjson.dumps(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from warren_cron.history.events import Event
+from warren_cron.history.outcomes import HANDED_OVER
 
 #: How far back the overview looks (failures by reason, workers seen).
 DAY = timedelta(hours=24)
@@ -54,7 +55,8 @@ class Activity:
 
     def _attempt(self, event: Event) -> None:
         outcome = str(event.get("outcome"))
-        self._bucket(self.attempts, event.at)[outcome if outcome in CHARTED else "other"] += 1
+        if event.get("reason") not in HANDED_OVER:  # a hand-over ends no attempt: not charted
+            self._bucket(self.attempts, event.at)[outcome if outcome in CHARTED else "other"] += 1
         host, pid = event.get("host"), event.get("pid")
         if host is None or pid is None:
             return
