@@ -130,7 +130,7 @@ async def open_channel(connection: AbstractConnection, **options: bool) -> Abstr
         # open failed during an outage would come back with no owner, a channel leaked
         # for each unlucky outage. Closed, it stays closed.
         if channel is not None:
-            await close_quietly(channel)
+            drop(channel)
         if isinstance(error, RuntimeError):
             # aio-pika's plain RuntimeError for a connection with no transport (down and
             # reconnecting): callers catch broker trouble, not every RuntimeError.
@@ -145,14 +145,30 @@ async def briefly(connection: AbstractConnection) -> AsyncIterator[AbstractChann
     channel = await open_channel(connection)
     try:
         yield channel
-    finally:
-        await close_quietly(channel)
+    except BaseException:
+        drop(channel)
+        raise
+    await close_quietly(channel)
 
 
 async def close_quietly(channel: AbstractChannel) -> None:
     """Close a channel that the broker may already have closed."""
     with suppress(Exception):
         await channel.close()
+
+
+#: Closes under way that nobody waits for (a task the loop holds only weakly).
+_DROPPING: set[asyncio.Task[None]] = set()
+
+
+def drop(channel: AbstractChannel) -> None:
+    """Close ``channel`` without waiting for it: after a failure or a timeout the node may not
+    answer a close either (frozen, cut off), and a caller bounded in time must not wait on it.
+    A robust channel is marked closed on the loop's next turn, before any reconnect could
+    reopen it."""
+    task = asyncio.get_running_loop().create_task(close_quietly(channel))
+    _DROPPING.add(task)
+    task.add_done_callback(_DROPPING.discard)
 
 
 def is_gone(connection: AbstractConnection) -> bool:
