@@ -177,6 +177,16 @@ def stepped_down_first(old: Proc, new: Proc) -> None:
     assert ends and min(ends) < began, f"two leaders at once:\n{both_logs(old, new)}"
 
 
+def confirmed_nothing_once_taken_over(old: Proc, new: Proc) -> None:
+    """Assert that ``old`` got no fire confirmed from the moment ``new`` began to lead: what
+    keeps a cut-off leader from firing twice while its lease has not yet run out."""
+    if new is old:
+        return
+    [began] = event_times(new, "leading")
+    late = [at for at in event_times(old, "fire published") if at >= began]
+    assert late == [], f"fires confirmed to both leaders:\n{both_logs(old, new)}"
+
+
 #: What a leader logs when it stops leading: its lease ran out, or its connection closed.
 STEPPED_DOWN = "leader lease ran out: no probe came back"
 LOST = "not leading: cannot reach the broker or lost the connection; trying again"

@@ -20,11 +20,11 @@ import pytest
 from tests.faults.cluster import (
     TERM_START_SECONDS,
     cluster_scenario,
+    confirmed_nothing_once_taken_over,
     first_node_url,
     flowing,
     new_leader,
     nothing_lost,
-    stepped_down_first,
     stop_schedulers,
     workers_on,
 )
@@ -116,7 +116,10 @@ async def test_a_leading_scheduler_cut_off_with_its_node_fires_nothing_twice(
     await more_fires(scenario)
     with cut_off(scenario.node, cut):
         await eventually(lambda: cut.node not in scenario.node.members(), 60, interval=0.5)
-        stepped_down_first(leader, await new_leader(leader, standby))
+        # The majority may drop the cut node's consumer before the old leader's lease runs
+        # out (seen on 4.3: the standby led 0.8 s into the cut): two schedulers then believe
+        # they lead for up to a lease, and the cut-off one must get nothing confirmed.
+        confirmed_nothing_once_taken_over(leader, await new_leader(leader, standby))
         await more_fires(scenario, 5, timeout=TERM_START_SECONDS)
     await eventually(scenario.node.whole, 120, interval=2)
     await more_fires(scenario)
