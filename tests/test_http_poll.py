@@ -188,3 +188,21 @@ async def test_poll_is_checked_with_the_payload() -> None:
     for wrong in (0.5, 3601):
         with pytest.raises(PermanentError, match="poll: Input should be"):
             parse_request({"url": "http://example.com/", "poll": wrong})
+
+
+async def test_a_progress_or_result_echoing_the_tasks_credential_keeps_no_trace_of_it(
+    http_handler: Handler, job: Any
+) -> None:
+    """A hostile status URL puts the task's token in its progress (plain, and every
+    character JSON-escaped) and in its result: history and pages would show them, so
+    neither reaches the heartbeat or the run's result."""
+    token = SECRET.removeprefix("Bearer ")
+    escaped = "".join(f"\\u{ord(c):04x}" for c in token)
+    served = await job(
+        (200, '{"state": "running", "progress": {"note": "' + escaped + '"}}'),
+        (200, {"state": "succeeded", "result": {"echo": SECRET}}),
+    )
+    ctx = context()
+    done = await http_handler()(task(served), ctx)
+    assert token not in str(done) and done["result"] == {"echo": "***"}
+    assert ctx.beats.progress is not None and token.encode() not in ctx.beats.progress

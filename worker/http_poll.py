@@ -85,13 +85,27 @@ def job_state(answer: Answer, shown: str, scrub: Scrubber) -> JobState:
     if len(answer.body) >= STATUS_BYTES:
         raise PermanentError(f"the status URL {shown} answered {STATUS_BYTES} bytes or more")
     try:
-        return JobState.model_validate(orjson.loads(answer.body))
+        return JobState.model_validate(scrubbed(orjson.loads(answer.body), scrub))
     except (orjson.JSONDecodeError, ValidationError):
         got = excerpt(answer.body, answer.charset, scrub, cut=False)[:200]
         raise PermanentError(
             f"the status URL {shown} answered HTTP {answer.status} without a job state: "
             f"expected {EXPECTED}, got {got!r}"
         ) from None
+
+
+def scrubbed(data: Any, scrub: Scrubber) -> Any:
+    """``data`` without the task's secrets an endpoint echoed in it: its progress and result
+    go to history and pages. Read as JSON (escapes decoded), written again, scrubbed; a value
+    the scrub leaves no JSON is refused."""
+    text = orjson.dumps(data).decode()
+    clean = scrub(text)
+    if clean == text:
+        return data
+    try:
+        return orjson.loads(clean)
+    except orjson.JSONDecodeError:
+        raise PermanentError("the status URL's answer holds the task's secrets") from None
 
 
 def ended(state: JobState, ctx: TaskContext, shown: str, scrub: Scrubber) -> bool:
