@@ -111,7 +111,7 @@ async def broker(node: Node, request: pytest.FixtureRequest) -> AsyncIterator[Te
         yield test_broker
     finally:
         if node == "private":
-            private.start()  # a test that stopped it leaves it running for the clean-up
+            private.serving()  # a test that stopped or broke it leaves it serving the clean-up
         await connection.close()
         await test_broker.cleanup()
 
@@ -247,12 +247,13 @@ def private_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBr
 
 @pytest.fixture
 def private_broker(private_node: PrivateBroker) -> Iterator[PrivateBroker]:
-    """The private node, running and thawed before and after the test."""
+    """The private node, running, thawed and letting logins in before and after the test
+    (made anew if its vhost stays down: ``PrivateBroker.serving``)."""
     private_node.thaw()
-    private_node.start()
+    private_node.serving()
     yield private_node
     private_node.thaw()
-    private_node.start()
+    private_node.serving()
 
 
 @pytest.fixture

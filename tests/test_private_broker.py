@@ -8,6 +8,7 @@ import aio_pika
 import pytest
 
 from warren_cron.faultkit.install import Install
+from warren_cron.faultkit.login import logs_in
 from warren_cron.faultkit.private_broker import PrivateBroker, node_port
 
 pytestmark = pytest.mark.faults
@@ -35,6 +36,17 @@ async def test_durable_messages_survive_a_kill_of_the_private_node(
         assert message is not None and message.body == b"kept"
         await message.ack()
         await queue.delete()
+
+
+def test_a_node_whose_default_vhost_stays_down_is_made_anew_for_the_next_test(
+    private_broker: PrivateBroker,
+) -> None:
+    """Its vhost gone for good (as RabbitMQ 4.3.6 leaves one whose recovery failed), every
+    login refused: serving() makes the node anew, and a login gets in again."""
+    private_broker.ctl("delete_vhost", "/")
+    assert not logs_in(private_broker.url)
+    private_broker.serving(timeout=3)
+    assert logs_in(private_broker.url)
 
 
 def test_private_nodes_listen_outside_the_ephemeral_ports(tmp_path: Path) -> None:
