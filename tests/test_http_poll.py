@@ -145,7 +145,7 @@ async def test_a_status_url_that_stops_answering_leaves_the_attempt_hung(
     ("location", "says"),
     [
         (None, "without a Location header"),
-        ("http://169.254.169.254/latest", "on another origin"),
+        ("http://127.0.0.2:1/latest", "on another origin"),
         ("https://127.0.0.1/status", "on another origin"),
         ("//evil.example/status", "on another origin"),
         ("javascript:alert(1)", "on another origin"),

@@ -10,8 +10,6 @@ and ``settling`` gives the consumer what to settle its fate on instead of the ac
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +39,7 @@ from warren_cron.worker.parking import (
     parked_count,
 )
 from warren_cron.worker.registry import Registry
+from warren_cron.worker.report import where
 from warren_cron.worker.settings import WorkerSettings
 
 log = structlog.get_logger("worker")
@@ -209,16 +208,11 @@ class LongRuns:
             watchers.append(asyncio.create_task(_watch(beats, interval, misses, stop)))
         if self._emit is not None:
             ctx = job.ctx
-            ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task, **_where()}
+            ids = {"run_id": ctx.run_id, "schedule": ctx.schedule, "task": ctx.task, **where()}
             every = interval or UNDECLARED_SUMMARY_SECONDS
             summary = summarize(beats, every, self._emit, {**ids, "attempt": ctx.attempt})
             watchers.append(asyncio.create_task(summary))
         return watchers
-
-
-def _where() -> dict[str, Any]:
-    """Where a progress event comes from, as an attempt event says it."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _crash_loop(count: int) -> Result:

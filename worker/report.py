@@ -66,7 +66,7 @@ class Reporter:
     def __init__(self, metrics: WorkerMetrics, history: HistoryPublisher | None) -> None:
         self._metrics = metrics
         self._history = history
-        self._where: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        self._where = where()
         #: The line writer, bound at the first attempt's end (after logging is configured),
         #: as structlog's lazy logger would, without a look-up through it each line.
         self._log: Any = None
@@ -171,6 +171,11 @@ class Reporter:
         if verdict.key is not None:
             data["key"] = verdict.key
         return data
+
+
+def where() -> dict[str, Any]:
+    """Where an attempt's events come from: this host and process."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _replay(message: Delivery) -> int | None:

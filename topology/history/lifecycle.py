@@ -27,7 +27,7 @@ State = Literal[
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "expired", "cancelled"})
 #: Run outcomes (``topology/history/run_fold.py``) that are a cancel for an application.
 _CANCELS = frozenset({"replaced", "lock-contended", "skipped", "cancelled"})
-#: Events that end an attempt or the run (but a hand-over: ``HANDED_OVER``).
+#: Events that end an attempt or the run (but a hand-over: ``ends``).
 _ENDS = frozenset({"attempt", "failed", "skipped", "cancelled"})
 
 
@@ -163,8 +163,14 @@ def _live(event: Event) -> bool:
 
 def _last_end(events: list[Event]) -> Event | None:
     """The latest event that ended an attempt or the run."""
-    ends = [e for e in events if e.type in _ENDS and e.get("reason") not in HANDED_OVER]
-    return ends[-1] if ends else None
+    found = [e for e in events if ends(e)]
+    return found[-1] if found else None
+
+
+def ends(event: Event) -> bool:
+    """True for an event that ends an attempt or the run: not a long attempt's hand-over
+    to another worker (``HANDED_OVER``), which the run outlives."""
+    return event.type in _ENDS and event.get("reason") not in HANDED_OVER
 
 
 def _attempts(events: list[Event]) -> list[Attempt]:

@@ -11,12 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from warren_cron.history.events import Event
-from warren_cron.history.outcomes import HANDED_OVER
+from warren_cron.history.lifecycle import ends
 from warren_cron.history.run_fold import Run
 from warren_cron.monitor.console.activity import DAY
-
-#: Events that end a long attempt, or its run (but a hand-over).
-_ENDS = frozenset({"attempt", "failed", "cancelled", "skipped"})
 
 
 class LongRunsSeen:
@@ -32,7 +29,7 @@ class LongRunsSeen:
                 continue
             if event.type == "progress":
                 self.running.setdefault(event.run_id, Run(event.run_id)).apply(event)
-            elif event.type in _ENDS and event.get("reason") not in HANDED_OVER:
+            elif ends(event):
                 self.running.pop(event.run_id, None)
 
     def now(self, now: datetime) -> list[Run]:
