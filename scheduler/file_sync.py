@@ -59,10 +59,11 @@ async def apply_file(book: StoreBook, file: ScheduleSet, first_seen: datetime) -
     # A schedule whose store copy is the file's, as the file has it, needs no step: left out
     # of the plan (and of what it may prune), so a new leader of 100,000 decodes none.
     same = {s.name for s in file.schedules if _unchanged(s, entries.get(s.name))}
-    specs = [schedule.spec for schedule in file.schedules if schedule.name not in same]
     for name in same:
         del entries[name]
-    plan = plan_apply(specs, entries, Options(SCHEDULER_FILE, frozenset(), True))
+    # Decoded as planned: a list of 1,000,000 specs made first held the loop for seconds.
+    specs = (schedule.spec for schedule in file.schedules if schedule.name not in same)
+    plan = await plan_apply(specs, entries, Options(SCHEDULER_FILE, frozenset(), True))
     for conflict in plan.conflicts:
         log.warning(
             "schedule of the file not applied to the store; it still runs from the file",
@@ -150,13 +151,26 @@ class FileSync:
         self.applied = asyncio.Event()
         #: When the term began: the moment of a schedule first seen at it.
         self.first_seen = utcnow()
+        #: Whether this term applies the file: with partitions, partition 0's leader does.
+        self.enabled = True
 
     def follow(self, file: ScheduleSet) -> None:
         """Apply ``file`` soon (a newer one given meanwhile replaces it)."""
         self._wanted = file
         self._changed.set()
-        if self._task is None:
+        if self._task is None and self.enabled:
             self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def enable(self, on: bool) -> None:
+        """Apply the file from now on (``on``), or leave it to another term."""
+        if on == self.enabled:
+            return
+        self.enabled = on
+        if not on and self._task is not None:
+            self._task.cancel()  # a write under way is abandoned; the new applier redoes it
+            self._task = None
+        elif on and self._wanted is not None:
+            self.follow(self._wanted)
 
     async def _run(self) -> None:
         while True:

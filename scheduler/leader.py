@@ -44,6 +44,7 @@ from aio_pika.abc import (
 )
 from aiormq.exceptions import ChannelLockedResource
 
+from warren_cron.broker.connect import open_channel
 from warren_cron.broker.exclusive import plain_connection
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.names import Names
@@ -82,9 +83,15 @@ def lease_seconds(settings: SchedulerSettings) -> float:
 class LeaderLock:
     """One session's claim on the lock queue: probes, the lease, and ``lost`` when it ends."""
 
-    def __init__(self, connection: AbstractConnection, names: Names, lease: float) -> None:
+    def __init__(
+        self, connection: AbstractConnection, names: Names, lease: float, queue: str = ""
+    ) -> None:
         self.names = names
         self.lease = lease
+        #: The lock queue: the one leader queue, or a partition's (``scheduler/leases.py``),
+        #: whose standing by the partitions' leases tell once for all.
+        self.queue = queue or names.leader_queue
+        self._announce = self.queue == names.leader_queue
         #: Set when the connection closes or the lease runs out: stop publishing at once.
         self.lost = asyncio.Event()
         connection.close_callbacks.add(lambda *_: self.lost.set())
@@ -101,11 +108,10 @@ class LeaderLock:
     async def open(self) -> bool:
         """Declare the queue and consume it; False while an older scheduler's exclusive queue
         of the same name holds it (a fleet being upgraded: the old leader keeps leading)."""
-        channel = await self._connection.channel(publisher_confirms=True)
+        # BrokerUnavailable, not aiormq's bare RuntimeError, when the connection died meanwhile.
+        channel = await open_channel(self._connection, publisher_confirms=True)
         try:
-            queue = await channel.declare_queue(
-                self.names.leader_queue, durable=True, arguments=LOCK_ARGUMENTS
-            )
+            queue = await channel.declare_queue(self.queue, durable=True, arguments=LOCK_ARGUMENTS)
         except ChannelLockedResource:
             return False
         self._consumer = (queue, await queue.consume(self._on_message, no_ack=True))
@@ -124,11 +130,11 @@ class LeaderLock:
         while not stop.is_set() and not self.lost.is_set():
             self.probe()
             self._proved.clear()
-            await _first_of(self._proved, stop, self.lost, seconds=every)
+            await first_of(self._proved, stop, self.lost, seconds=every)
             if self.holds():
                 return True
-            if not announced:
-                log.info("standing by: another scheduler leads", queue=self.names.leader_queue)
+            if not announced and self._announce:
+                log.info("standing by: another scheduler leads", queue=self.queue)
                 announced = True
         return False
 
@@ -173,13 +179,21 @@ class LeaderLock:
         except PROBE_ERRORS as error:
             log.debug("leader release not confirmed", error=repr(error))
             return
-        log.info("leadership released", queue=self.names.leader_queue)
+        log.info("leadership released", queue=self.queue)
 
     async def close(self) -> None:
         """Stop probing (the connection's close ends the consumer)."""
         for task in list(self._probes):
             task.cancel()
         await asyncio.gather(*self._probes, return_exceptions=True)
+
+    async def resume(self) -> None:
+        """Consume the lock again after a ``release``, at the back of the queue's consumers."""
+        assert self._consumer is not None, "open() first"
+        queue, _ = self._consumer
+        self._sent.clear()
+        self._lease_until = 0.0
+        self._consumer = (queue, await queue.consume(self._on_message, no_ack=True))
 
     async def _publish(self, seq: int) -> None:
         if self._channel is None or self._channel.is_closed:
@@ -197,7 +211,7 @@ class LeaderLock:
         # the majority confirms nothing, and the probes must not pile up meanwhile).
         await asyncio.wait_for(
             self._channel.default_exchange.publish(
-                aio_pika.Message(orjson.dumps(note)), self.names.leader_queue
+                aio_pika.Message(orjson.dumps(note)), self.queue
             ),
             self.lease,
         )
@@ -222,7 +236,7 @@ class LeaderLock:
         self._proved.set()
 
 
-async def _first_of(*events: asyncio.Event, seconds: float) -> None:
+async def first_of(*events: asyncio.Event, seconds: float | None) -> None:
     """Wait until one of ``events`` is set, or ``seconds`` pass."""
     waits = [asyncio.create_task(event.wait()) for event in events]
     try:

@@ -22,20 +22,26 @@ import structlog
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.background import beside
+from warren_cron.broker.connect import is_gone
 from warren_cron.clock import utcnow
-from warren_cron.errors import ScheduleError, TopologyError
+from warren_cron.errors import ScheduleError, TopologyError, being_cancelled
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import LEADING
 from warren_cron.scheduler.beat import beating
 from warren_cron.scheduler.firing import first_seen
-from warren_cron.scheduler.leader import LeaderLock, identity, lease_seconds, open_connection
+from warren_cron.scheduler.leader import first_of, identity, lease_seconds, open_connection
+from warren_cron.scheduler.leases import Leases, spreading
 from warren_cron.scheduler.publisher import PUBLISH_ERRORS, LeadershipLost, wait_for_event
+from warren_cron.scheduler.runtime import RuntimeSchedules
 from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.scheduler.shares import agreed
 from warren_cron.scheduler.term import closed_quietly, lead
 from warren_cron.schedules.load import ScheduleSet, load_schedules
 
 log = structlog.get_logger("scheduler")
 Clock = Callable[[], datetime]
+#: How long a new session may take to read the beats and consume every partition's lock.
+OPEN_SECONDS = 30.0
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:
@@ -70,6 +76,11 @@ class Scheduler:
         #: The connection campaigning or leading now; None while reconnecting.
         self.connection: AbstractConnection | None = None
         self._sessions = 0  # connections opened so far
+        #: The partitions this scheduler leads, of how many (its beats say so).
+        self.partitions: tuple[int, ...] = ()
+        self.partition_count = settings.scheduler_partitions
+        #: The runtime schedules: read on the first lead, caught up on the next ones.
+        self.runtime = RuntimeSchedules(settings, self.names, self.wake)
         #: Called after every successful reload (the process freezes the new set for the GC).
         self.on_reload: Callable[[], None] | None = None
 
@@ -155,34 +166,61 @@ class Scheduler:
         connection = await open_connection(self.settings)
         self.connection = connection
         self._sessions += 1
-        lock = LeaderLock(connection, self.names, lease_seconds(self.settings))
+        leases = Leases(
+            connection, self.names, lease_seconds(self.settings), self.partition_count, self.wake
+        )
         try:
             interval = self.settings.scheduler_beat_seconds
-            async with beating(connection, self.names, self, interval):
-                if await self._stand_by(lock):
-                    await lead(self, connection, lock)
+            async with beating(connection, self.names, self, interval), spreading(leases):
+                if await self._stand_by(connection, leases):
+                    await lead(self, connection, leases)
                     if self.stopping.is_set():  # the fire loop ended: a standby may lead now
-                        await lock.release()
+                        await leases.release()
+        except (Exception, asyncio.CancelledError) as error:
+            if not _died_under(error, connection):
+                raise
+            raise LeadershipLost(f"the scheduler's connection closed ({error!r})") from error
         finally:
             self.connection = None
-            await lock.close()
+            await leases.close()
             # The queue makes the next consumer active at once.
             await closed_quietly(connection.close())
 
-    async def _stand_by(self, lock: LeaderLock) -> bool:
+    async def _stand_by(self, connection: AbstractConnection, leases: Leases) -> bool:
         retry = self.settings.leader_retry_seconds
         announced = False
-        while not await lock.open():  # an older scheduler's exclusive lock of the same name
+        # An older scheduler's exclusive lock of the same name, or leaders split otherwise.
+        while not await self._opened(connection, leases):
             if not announced:
                 log.info("standing by: another scheduler leads", queue=self.names.leader_queue)
                 announced = True
             if await wait_for_event(self.stopping, retry):
                 return False
-        if await lock.acquire(min(retry, lock.lease / 4), self.stopping):
+        leases.campaign(min(retry, leases.lease / 4), self.stopping)
+        if leases.count > 1:  # a standby of partitions says nothing else until it wins one
+            log.info("probing for the partitions", of=leases.count, identity=identity())
+        await first_of(leases.changed, self.stopping, leases.lost, seconds=None)
+        if leases.led:
             return True
         if not self.stopping.is_set():
             raise LeadershipLost("the connection closed while standing by")
         return False
+
+    async def _opened(self, connection: AbstractConnection, leases: Leases) -> bool:
+        """``agreed`` and every lock consumed, within ``OPEN_SECONDS`` (TimeoutError, and
+        the session ends): the client bounds no call, and a declare or consume the broker
+        never answered would leave this scheduler out, unheard, for the whole session."""
+        async with asyncio.timeout(OPEN_SECONDS):
+            return await agreed(connection, self.names, leases.count) and await leases.open()
+
+
+def _died_under(error: BaseException, connection: AbstractConnection) -> bool:
+    """True when ``error`` is aiormq's word that ``connection`` died under a call: it fails
+    the calls under way with whatever it has (a bare RuntimeError; a CancelledError when it
+    dropped a node whose heartbeats stopped). The session is over; the next one tries again."""
+    if isinstance(error, asyncio.CancelledError) and being_cancelled():
+        return False  # a cancel of this task: it must end
+    return not isinstance(error, PUBLISH_ERRORS) and is_gone(connection)
 
 
 def _some_names(schedules: ScheduleSet, shown: int = 20) -> list[str]:

@@ -23,14 +23,14 @@ from typing import Protocol
 import structlog
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.broker.connect import is_gone
-from warren_cron.clock import utc_text
-from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.errors import BROKER_TROUBLE, being_cancelled
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import LEADING
 from warren_cron.scheduler.firing import Batch, FireHeap
-from warren_cron.scheduler.leader import LeaderLock, identity
+from warren_cron.scheduler.leader import identity
+from warren_cron.scheduler.leases import Leases
+from warren_cron.scheduler.marks import Floors, Marks, held, let_go, take_in, touched
 from warren_cron.scheduler.pauses import PauseBook
 from warren_cron.scheduler.publisher import (
     Fire,
@@ -41,9 +41,10 @@ from warren_cron.scheduler.publisher import (
 )
 from warren_cron.scheduler.runtime import RuntimeSchedules
 from warren_cron.scheduler.settings import SchedulerSettings
+from warren_cron.scheduler.shares import partition_of
 from warren_cron.scheduler.skips import SkipReport
-from warren_cron.scheduler.watermark import Watermark
 from warren_cron.schedules.load import ScheduleSet
+from warren_cron.schedules.timing import EPOCH
 
 log = structlog.get_logger("scheduler")
 #: Longest sleep between looks at the wall clock, so a clock step is noticed.
@@ -63,35 +64,37 @@ class Leads(Protocol):
     stopping: asyncio.Event
     wake: asyncio.Event
     clock: Callable[[], datetime]
+    partitions: tuple[int, ...]
+    #: The runtime schedules, kept from one term to the next.
+    runtime: RuntimeSchedules
 
 
-async def lead(owner: Leads, connection: AbstractConnection, lock: LeaderLock) -> None:
-    """Publish fires until ``owner`` stops or ``lock`` is lost (``LeadershipLost``)."""
-    log.info("leading", identity=identity(), queue=owner.names.leader_queue)
+async def lead(owner: Leads, connection: AbstractConnection, leases: Leases) -> None:
+    """Publish fires until ``owner`` stops or a lease is lost (``LeadershipLost``)."""
+    log.info("leading", identity=identity(), queue=leases.queue(min(leases.led, default=0)))
     history = HistoryPublisher(owner.names, owner.settings, "scheduler")
-    pauses = PauseBook(owner.names, owner.wake, lock.lost)
-    runtime = RuntimeSchedules(owner.settings, owner.names, owner.wake, lock.lost)
-    term = Term(owner, history, pauses, runtime)
+    pauses = PauseBook(owner.names, owner.wake, leases.lost)
+    runtime = owner.runtime
+    term = Term(owner, history, pauses, runtime, leases)
     loop = asyncio.create_task(term.fire_loop(connection))
-    keep = asyncio.create_task(lock.keep())
-    watch = asyncio.create_task(lock.lost.wait())
+    watch = asyncio.create_task(leases.lost.wait())
     try:
         await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (keep, watch, loop):
+        for task in (watch, loop):
             task.cancel()  # a loop still running is fenced: nothing more may be published
-        await asyncio.gather(loop, keep, watch, return_exceptions=True)
+        await asyncio.gather(loop, watch, return_exceptions=True)
         owner.leading.clear()
+        owner.partitions = ()
         LEADING.set(0)
         term.skips.close()  # before the history closes: the folds of pauses still lasting
         for part in (pauses, runtime, history):
             await closed_quietly(part.close())
     if loop.cancelled():
         raise LeadershipLost("the leader's connection closed or its lease ran out")
-    if (error := loop.exception()) is not None and is_gone(connection):
-        # A publish in flight when the connection dies fails with whatever aiormq hands it
-        # (a RuntimeError, even a bare Exception): the connection says what happened.
-        raise LeadershipLost(f"the leader's connection closed ({error!r})") from error
+    # A publish in flight when the connection dies fails with whatever aiormq hands it (a
+    # RuntimeError, even a bare Exception): the session (scheduler/service.py) reads the
+    # connection and calls that a lost leadership.
     loop.result()
 
 
@@ -103,8 +106,7 @@ async def closed_quietly(closing: Awaitable[None]) -> None:
     except BROKER_TROUBLE as error:
         log.debug("closed with the broker in trouble", error=repr(error))
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if being_cancelled():
             raise  # this task is being cancelled: not the close's own failure
 
 
@@ -117,64 +119,99 @@ class Term:
         history: HistoryPublisher,
         pauses: PauseBook,
         runtime: RuntimeSchedules,
+        leases: Leases,
     ) -> None:
         self.owner = owner
         self.history = history
         self.pauses = pauses
         self.runtime = runtime
+        self.leases = leases
         self.skips = SkipReport(history)
+        self.count = leases.count
+        #: The partitions whose schedules are in the heap.
+        self.held: set[int] = set()
+        self._combined: ScheduleSet | None = None
 
     async def fire_loop(self, connection: AbstractConnection) -> None:
-        """Catch up from the watermark, then publish each due fire until stopped."""
+        """Catch up from the watermarks, then publish each due fire until stopped."""
         owner, runtime = self.owner, self.runtime
         await self.history.start(connection)
         publisher = FirePublisher(connection, owner.names, owner.settings, self.history)
-        watermark = Watermark(await publisher.open(), owner.names, owner.settings.queue_type)
-        await watermark.declare()
+        self.marks = Marks(await publisher.open(), owner.names, owner.settings)
         # The cursor first: fires due while the pauses are read come late, but none is lost.
-        cursor = await self._start_cursor(watermark)
+        cursor = await self._start_cursor()
         await self.pauses.start(connection)  # before the first fire: a paused schedule stays so
-        await runtime.start(connection, cursor, owner.clock())
-        heap = FireHeap(runtime.combined(owner.schedules), cursor, self.pauses.resumed)
+        floor = cursor if self.count == 1 else EPOCH  # partitions won later start earlier
+        await runtime.start(connection, floor, owner.clock(), self.leases.lost)
+        heap = self._new_heap(cursor)
         owner.leading.set()
         LEADING.set(1)
         while not owner.stopping.is_set():
-            heap = self._current_heap(heap, cursor)
+            heap = await self._moves(self._current_heap(heap, cursor))
             now = max(owner.clock(), cursor)
             batch = heap.pop_due(now)
+            self.marks.advance(now)
             self.pauses.shape(batch, now, cursor, heap)
             # Every wake-up, empty or not: a resumed schedule's fold closes at the next one.
             self.skips.report(batch, self.pauses.paused)
             if batch:
                 if not await self._handle(batch, publisher):
                     return
-                cursor = now
-                await watermark.write(cursor)
-                owner.handled_up_to = owner.last_fire_at = cursor
+                await self.marks.write(touched(batch, self.count), now)
+                owner.handled_up_to = owner.last_fire_at = now
+            cursor = now  # every fire up to it was popped: handled, or in the batch above
             # A paused schedule's fires still wake the loop (each is skipped, and counted),
             # but none is a next fire: it publishes nothing.
             owner.next_fire_at = heap.next_time(self.pauses.paused)
             await self._sleep_until(heap.next_time())
 
+    def _new_heap(self, cursor: datetime) -> FireHeap:
+        self.runtime.file_sync.enable(0 in self.held)  # one applier: partition 0's leader
+        combined = self._combined = self.runtime.combined(self.owner.schedules)
+        mine = held(combined, self.held, self.count)
+        if self.count == 1:  # the cursor is past the one watermark: the resumes are the floors
+            return FireHeap(mine, cursor, self.pauses.resumed)
+        return FireHeap(mine, cursor, Floors(self.pauses.resumed, self.marks))
+
     def _current_heap(self, heap: FireHeap, cursor: datetime) -> FireHeap:
         # A reload makes a new heap; a runtime change is taken into this one in place.
-        combined = self.runtime.combined(self.owner.schedules)
-        if heap.schedules is not combined:
-            return FireHeap(combined, cursor, self.pauses.resumed)
+        if self.runtime.combined(self.owner.schedules) is not self._combined:
+            return self._new_heap(cursor)
         for name, schedule in self.runtime.take_changes():
-            heap.put(name, schedule, cursor, self.pauses.resumed.get(name))
+            partition = partition_of(name, self.count)
+            if partition in self.held:
+                after = max(cursor, self.marks.handled[partition])
+                heap.put(name, schedule, after, self.pauses.resumed.get(name))
         return heap
 
-    async def _start_cursor(self, watermark: Watermark) -> datetime:
-        stored = await watermark.read()
-        now = self.owner.clock()
-        if stored is None:
-            log.info("no watermark: nothing to catch up", now=utc_text(now))
-            stored = now
-        else:
-            behind = round((now - stored).total_seconds(), 3)
-            log.info("catching up from the watermark", watermark=utc_text(stored), behind_s=behind)
-        await watermark.write(stored)  # a fresh copy: reads never pile up on one message
+    async def _moves(self, heap: FireHeap) -> FireHeap:
+        # Partitions won are taken in from their watermarks; those to give up leave the heap,
+        # their watermarks written where each was handled up to, before they go.
+        if gained := [p for p in self.leases.take_gained() if p not in self.held]:
+            taken = await self.marks.take(gained, self.owner.clock())
+            self.held.update(gained)
+            take_in(heap, self.runtime.running(), self.marks, taken, self.pauses.resumed)
+            self._show()
+        if giving := [p for p in self.leases.take_giving() if p in self.held]:
+            let_go(heap, self.runtime.running(), giving, self.count)
+            self.held.difference_update(giving)
+            await self.marks.give_up(giving)  # a partition won this turn: its own watermark
+            await self.leases.give_up(giving)
+            self._show()
+        return heap
+
+    def _show(self) -> None:
+        self.owner.partitions = tuple(sorted(self.held))
+        self.runtime.file_sync.enable(0 in self.held)
+        if self.count > 1:
+            log.info("leading partitions", partitions=self.owner.partitions, of=self.count)
+
+    async def _start_cursor(self) -> datetime:
+        gained = self.leases.take_gained()
+        taken = await self.marks.take(gained, self.owner.clock())
+        self.held.update(gained)
+        self._show()
+        stored = min(taken.values())
         self.owner.handled_up_to = stored
         return stored
 

@@ -28,9 +28,12 @@ KEY = "settled_up_to"
 class Watermark:
     """Reads and writes the watermark through a channel with publisher confirms."""
 
-    def __init__(self, channel: AbstractChannel, names: Names, queue_type: QueueType) -> None:
+    def __init__(
+        self, channel: AbstractChannel, names: Names, queue_type: QueueType, queue: str = ""
+    ) -> None:
+        """``queue``: a partition's watermark queue, the one watermark's by default."""
         args = queue_arguments(queue_type, max_length=1)
-        self._store = LatestMessage(channel, names.watermark_queue, args)
+        self._store = LatestMessage(channel, queue or names.watermark_queue, args)
 
     async def declare(self) -> None:
         """Declare the one-message queue (idempotent)."""

@@ -26,6 +26,7 @@ from benchlib import clients as clients_bench
 from benchlib import dashboard as dashboard_bench
 from benchlib import enqueue as enqueue_bench
 from benchlib import fire as fire_bench
+from benchlib import handover as handover_bench
 from benchlib import http as http_bench
 from benchlib import instructions as instructions_bench
 from benchlib import lag as lag_bench
@@ -191,6 +192,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "retry": retry,
     "soak": soak,
     "fire": fire_bench.fire,
+    "handover": handover_bench.handover,
     "lag": lag_bench.lag,
     "replay": replay_bench.replay,
     "instructions": instructions_bench.instructions,
@@ -231,6 +233,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         schedules_bench,
         memory_bench,
         startup_bench,
+        handover_bench,
     ):
         module.add_command(sub)
     return parser.parse_args(argv)

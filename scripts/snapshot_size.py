@@ -2,7 +2,8 @@
 
 ``python scripts/snapshot_size.py [COUNT]`` builds COUNT typical schedules (an http task
 with a URL, a cron in a time zone, a retry block, one change of history each), writes the
-snapshot to a one-message queue of a throwaway namespace on CRON_AMQP_URL and reads it back.
+snapshot as the store does (in parts past 100,000) to a throwaway namespace on
+CRON_AMQP_URL and reads it back as a new reader does.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ import uuid
 import zlib
 
 import orjson
+from aio_pika.abc import AbstractConnection
 
 from warren_cron.broker.connect import connect
 from warren_cron.names import Names
 from warren_cron.runtime.settings import CronSettings, load_settings
 from warren_cron.schedules.spec import ScheduleSpec
 from warren_cron.store.changes import Change, spec_json
-from warren_cron.store.snapshot import decode_snapshot, encode_snapshot
+from warren_cron.store.parts import read_parts, write_parts
+from warren_cron.store.snapshot import (
+    SnapshotIndex,
+    decode_state,
+    encode_snapshot,
+    read_snapshot,
+    snapshot_bodies,
+)
 from warren_cron.store.state import StoreState
 from warren_cron.store.streams import snapshot_store
 
@@ -57,20 +66,39 @@ def timed(label: str, started: float) -> float:
     return now
 
 
-async def broker_round(settings: CronSettings, body: bytes) -> None:
-    """Write the body to a snapshot queue and read it back, timed; then delete the queue."""
+async def broker_round(settings: CronSettings, state: StoreState) -> None:
+    """Write the snapshot as a writer does (in parts past ``PART_ENTRIES``) and read it
+    back as a new reader does, timed; then delete the queue and the parts stream."""
     names = Names(f"snapshot_measure_{uuid.uuid4().hex[:6]}")
     connection = await connect(settings, "warren-snapshot-measure")
     async with connection:
         channel = await connection.channel(publisher_confirms=True)
         store = await snapshot_store(channel, names)
         started = time.perf_counter()
-        await store.write(body)
+        bodies = await snapshot_bodies(state)
+        started = timed(f"encode in {len(bodies)} part(s), in a thread", started)
+        print(f"parts: {', '.join(f'{len(b) / 1e6:.2f} MB' for b in bodies)}")
+        if len(bodies) > 1:
+            index = await write_parts(connection, channel, names, state.offset, bodies)
+            bodies = [index.body()]
+        await store.write(bodies[0])
         started = timed("broker write (confirmed)", started)
-        read = await store.read()
-        timed("broker read", started)
-        assert read == body
+        read = await store_read(connection, names, await store.read())
+        timed("broker read and decode, as a new reader", started)
+        assert len(read.entries) == len(state.entries)
         await channel.queue_delete(names.store_snapshot)
+        await channel.queue_delete(names.store_snapshot_parts)
+
+
+async def store_read(
+    connection: AbstractConnection, names: Names, body: bytes | None
+) -> StoreState:
+    """The state a snapshot queue's ``body`` holds, its parts read if it is an index."""
+    assert body is not None
+    read = await read_snapshot(body)
+    if isinstance(read, SnapshotIndex):
+        return await read_parts(connection, names, read)
+    return read
 
 
 def main() -> None:
@@ -80,7 +108,7 @@ def main() -> None:
     started = time.perf_counter()
     body = encode_snapshot(state)
     started = timed("encode", started)
-    decoded = decode_snapshot(body)
+    decoded = decode_state(body)
     started = timed("decode (specs trusted: shape and timings checked)", started)
     assert len(decoded.entries) == count
     raw = orjson.loads(zlib.decompress(body))["schedules"]
@@ -92,7 +120,7 @@ def main() -> None:
     timed("encode of the decoded state (spec JSON kept)", started)
     assert len(rebuilt) > 0
     print(f"{count} schedules: snapshot {len(body)} bytes ({len(body) / count:.0f} per schedule)")
-    asyncio.run(broker_round(load_settings(CronSettings), body))
+    asyncio.run(broker_round(load_settings(CronSettings), state))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ class TestBroker(BrokerNamespace):
     """A test's namespace on the real broker, and helpers to look inside it."""
 
     __test__ = False
+    #: The scheduler partitions a test set (CRON_SCHEDULER_PARTITIONS): their queues go too.
+    partitions = 1
 
     def settings(self, **overrides: Any) -> WorkerSettings:
         """Worker settings for this namespace, with small timeouts for tests."""
@@ -85,6 +87,7 @@ class TestBroker(BrokerNamespace):
         """Delete the namespace's queues and exchanges (the session sweep finds any other)."""
         names = self.names
         queues, exchanges = names.queues(self.plan_keys), names.exchanges
+        queues += names.partition_queues(self.partitions)
         if await exchange_exists(self.url, names.delay_deliver_exchange):
             delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
             queues += delay_queues

@@ -82,6 +82,26 @@ def env_for(broker: TestBroker, **extra: str) -> dict[str, str]:
     return env
 
 
+def partitioned(path: Path, count: int, heartbeat: float) -> dict[str, str]:
+    """A scheduler's settings for ``count`` partitions of the schedules in ``path``, with
+    quick beats and failover (the lease is twice ``heartbeat``)."""
+    return {
+        "CRON_SCHEDULES_FILE": str(path),
+        "CRON_SCHEDULER_PARTITIONS": str(count),
+        "CRON_LEADER_RETRY_SECONDS": "0.2",
+        "CRON_SCHEDULER_HEARTBEAT_SECONDS": str(heartbeat),
+        "CRON_SCHEDULER_BEAT_SECONDS": "0.5",
+        "CRON_SCHEDULES_POLL_SECONDS": "0",
+    }
+
+
+def evenly_led(shares: list[set[int]], count: int) -> bool:
+    """Every one of ``count`` partitions in exactly one share, each within one of the others."""
+    every = sorted(p for share in shares for p in share)
+    sizes = [len(share) for share in shares]
+    return every == list(range(count)) and max(sizes) - min(sizes) <= 1
+
+
 class Process:
     """A project process whose JSON log lines are collected as they come."""
 
@@ -129,7 +149,13 @@ class Process:
         """SIGTERM, then wait for the exit code and the last log lines."""
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            last = "\n".join(str(event) for event in self.events[-20:])
+            raise AssertionError(
+                f"no exit {timeout:g}s after SIGTERM; last lines:\n{last}"
+            ) from None
         await asyncio.wait_for(self._reader, timeout)
         return code
 

@@ -14,6 +14,7 @@ from tests.namespace import TestBroker
 from warren_cron.client import BrokerUnavailable, Client, Enqueued, SyncClient
 from warren_cron.client.keys import key_digest
 from warren_cron.errors import SettingsError, TopologyError
+from warren_cron.faultkit.waits import eventually
 from warren_cron.publish import TaskPublisher
 
 pytestmark = pytest.mark.broker
@@ -69,6 +70,34 @@ async def test_a_key_whose_task_was_not_sent_is_free_again(
     with pytest.raises(TopologyError, match="exists with other arguments"):
         await client.enqueue("job", key="retry-me", plan="7s")
     assert (await client.enqueue("job", key="retry-me")).created
+
+
+async def open_channels(client: Client) -> int:
+    """The channels open on the client's connection, as its AMQP protocol counts them."""
+    connection, _ = await client.history_access()
+    assert connection.transport is not None
+    return len(connection.transport.connection.channels)
+
+
+async def test_refused_enqueues_leave_no_channel_behind(broker: TestBroker, client: Client) -> None:
+    """Each enqueue the broker refuses (its retry queue exists with other arguments) closes
+    the client's channel; the client opens one in its place, and holds one channel after
+    twenty of them, not one more for each (a robust channel reopened itself)."""
+    broker.plan_keys.add("7s")
+    channel = await broker.channel()
+    await channel.declare_queue(broker.names.retry_queue("7s"), durable=True)
+    await channel.close()
+    await client.enqueue("job", delay=60)
+    before = await open_channels(client)
+    for _ in range(20):
+        with pytest.raises(TopologyError, match="exists with other arguments"):
+            await client.enqueue("job", plan="7s")
+    await client.enqueue("job", delay=60)
+
+    async def level() -> bool:
+        return await open_channels(client) == before
+
+    await eventually(level, 10, what=f"{before} channels open")
 
 
 def enqueue_in_thread(settings: Any) -> Enqueued:
@@ -152,6 +181,26 @@ async def test_a_retry_with_its_key_after_a_cancelled_enqueue_sends_the_task_onc
     retried = await client.enqueue("job", key="order-9")
     assert retried.created is not kept
     assert await broker.depth(broker.names.main_queue) == 1
+
+
+async def test_an_enqueue_cut_by_a_stuck_connection_is_broker_unavailable(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiormq drops a connection as stuck (no frame within the heartbeat timeout) with a
+    CancelledError as its reason, and fails the publish under way with it: the caller, whose
+    task was not cancelled, gets ``BrokerUnavailable`` as documented, not a CancelledError
+    that ends its task (or its request, in the monitor's API)."""
+    await client.connect()
+
+    async def cut(*args: Any, **kwargs: Any) -> None:
+        connection = client._connection
+        assert connection is not None and connection.transport is not None
+        await connection.transport.connection.close(asyncio.CancelledError())  # aiormq's drop
+        raise asyncio.CancelledError  # what the publish under way got
+
+    monkeypatch.setattr(TaskPublisher, "send", cut)
+    with pytest.raises(BrokerUnavailable, match=r"the enqueue of 'job'.*CancelledError"):
+        await client.enqueue("job")
 
 
 async def test_an_unreachable_broker_is_a_clear_error(broker: TestBroker) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 from collections import Counter
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import cast
@@ -203,6 +203,27 @@ def test_the_offset_index_finds_where_a_time_begins_and_covers_only_what_it_foll
     assert index.offset_at(NOW + timedelta(minutes=3)) == 11
 
 
+def no_records_after(
+    monkeypatch: pytest.MonkeyPatch, before: Callable[[Progress], Awaitable[None]]
+) -> None:
+    """Make the failed queue's read run ``before`` (given its progress callback), then find
+    no record."""
+
+    async def read(
+        connection: AbstractConnection,
+        names: Names,
+        select: RecordFilter,
+        limit: int | None,
+        progress: Progress,
+    ) -> AsyncGenerator[FailedRecord]:
+        await before(progress)
+        found: tuple[FailedRecord, ...] = ()
+        for record in found:
+            yield record
+
+    monkeypatch.setattr(failed_index, "each_record", read)
+
+
 async def test_the_failed_page_says_the_queue_is_still_being_read_until_its_first_read_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -210,20 +231,11 @@ async def test_the_failed_page_says_the_queue_is_still_being_read_until_its_firs
     empty; once it ends, an empty queue is called empty."""
     done = asyncio.Event()
 
-    async def slow_read(
-        connection: AbstractConnection,
-        names: Names,
-        select: RecordFilter,
-        limit: int | None,
-        progress: Progress,
-    ) -> AsyncGenerator[FailedRecord]:
+    async def slow_read(progress: Progress) -> None:
         progress(120, 10_000)
         await done.wait()
-        nothing: list[FailedRecord] = []
-        for record in nothing:
-            yield record
 
-    monkeypatch.setattr(failed_index, "each_record", slow_read)
+    no_records_after(monkeypatch, slow_read)
     settings = MonitorSettings(namespace="reading-test")
     dashboard = Dashboard(settings, [], StatusKeeper(settings), set)
     app = create_app(mount.ROUTES)
@@ -238,3 +250,27 @@ async def test_the_failed_page_says_the_queue_is_still_being_read_until_its_firs
         await reading
         page = await (await client.get("/failed")).text()
         assert "the failed queue is empty" in page and "still being read" not in page
+
+
+async def test_a_read_cut_by_a_stuck_connection_does_not_end_the_failed_indexs_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read of the failed queue that fails with the CancelledError aiormq gives the calls
+    under way on a connection it dropped as stuck (no cancel of the reading task) is tried
+    again at the next round, where it ended the index's reading for good."""
+    reads = [0]
+
+    async def cut_once(progress: Progress) -> None:
+        reads[0] += 1
+        if reads[0] == 1:
+            raise asyncio.CancelledError  # what aiormq raised; the task is not cancelled
+
+    no_records_after(monkeypatch, cut_once)
+    index, stop = failed_index.FailedIndex(Names("cut-test"), 0.01), asyncio.Event()
+    reading = asyncio.create_task(index.run(cast(AbstractConnection, None), stop))
+    try:
+        await eventually(lambda: index.read_at is not None, 5, what="a read after the cut one")
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(reading, return_exceptions=True), 5)
+    assert reads[0] >= 2

@@ -18,11 +18,13 @@ from tests.namespace import TestBroker
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
 from warren_cron.headers import H_REASON
+from warren_cron.names import FINAL_KEY
 from warren_cron.records import Failure
 from warren_cron.worker import fate
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Settler
+from warren_cron.worker.later import Later
 
 pytestmark = pytest.mark.broker
 FAILURE = Failure("permanent-error", "bad input", 1)
@@ -84,5 +86,34 @@ async def test_a_record_not_confirmed_in_time_leaves_the_task_to_the_broker(
     monkeypatch.setattr(fate, "RECORD_TIMEOUT_SECONDS", 1.0)
     await parts.connection.close()
     await parts.fail(broker)
+    await broker.wait_depth(broker.names.failed_queue, 1)  # the broker dead-letters it after
     [dead] = await broker.get_all(broker.names.failed_queue)
     assert H_REASON not in dead.headers and dead.headers["x-death"][0]["reason"] == "rejected"
+
+
+async def cut(*_: object) -> None:
+    """A publish failed as aiormq fails one under way when it drops its connection as stuck
+    (no frame within the heartbeat timeout): a CancelledError, no cancel of the caller."""
+    raise asyncio.CancelledError
+
+
+async def test_a_record_cut_by_a_stuck_connection_dead_letters_the_task(
+    broker: TestBroker, parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record's publish cut by aiormq's drop: the task is NACKed into the failed queue
+    like any unconfirmed record, not left unsettled (a prefetch slot held till a restart)."""
+    monkeypatch.setattr(Settler, "_publish", cut)
+    await parts.fail(broker)
+    await broker.wait_depth(broker.names.failed_queue, 1)  # the broker dead-letters it after
+    [dead] = await broker.get_all(broker.names.failed_queue)
+    assert dead.headers["x-death"][0]["reason"] == "rejected"
+
+
+async def test_a_delayed_copy_cut_by_a_stuck_connection_is_not_confirmed(
+    broker: TestBroker, parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry's delayed copy cut by aiormq's drop is a copy not confirmed (the caller NACKs
+    the task into its retry plan), not an end of the delivery's task."""
+    monkeypatch.setattr(Later, "_publish", cut)
+    later = Later(parts.publisher, broker.names, "classic")
+    assert await later.send(parts.delivery, 5, FINAL_KEY, 1, "r1") is False

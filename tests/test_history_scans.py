@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -24,6 +25,7 @@ from warren_cron.history.events import event
 from warren_cron.history.publisher import HistoryPublisher
 from warren_cron.monitor import Monitor
 from warren_cron.monitor.settings import MonitorSettings
+from warren_cron.ops import scans
 
 pytestmark = pytest.mark.broker
 #: Events in the namespace's history: many times the bound the tests set.
@@ -91,6 +93,18 @@ def stalling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "_drain", stalled)
 
 
+def slow_cancels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every consumer's cancel answer after a few of the scan gate's looks at its caller,
+    as a loaded broker does."""
+    cancel = aio_pika.Queue.cancel
+
+    async def slow(self: aio_pika.Queue, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(3 * scans.WATCH_SECONDS)  # the broker's slow answer, not a wait
+        return await cancel(self, *args, **kwargs)
+
+    monkeypatch.setattr(aio_pika.Queue, "cancel", slow)
+
+
 async def readers(node: PrivateBroker, broker: TestBroker) -> int:
     """Consumers of the namespace's history stream now, as the node lists them (a stream's
     declare counts none, nor does ``list_consumers``)."""
@@ -103,16 +117,21 @@ async def readers(node: PrivateBroker, broker: TestBroker) -> int:
 # On the run's private node, whose own rabbitmqctl lists its queues: the machine's broker is
 # not the one under test on every lane.
 @pytest.mark.parametrize("node", ["private"])
+@pytest.mark.parametrize("cancel", ["prompt", "slow"])
 async def test_a_client_that_hangs_up_leaves_no_consumer_on_the_stream(
     busy_api: Api,
     broker: TestBroker,
     private_broker: PrivateBroker,
     monkeypatch: pytest.MonkeyPatch,
+    cancel: str,
 ) -> None:
     """A request whose client disconnects mid-read ends its read: the stream is back to the
-    monitor's own followers."""
+    monitor's own followers, also when the broker answers the consumer's cancel slower than
+    the monitor looks at the client (a loaded machine: it was cut by a second cancel)."""
     followers = await readers(private_broker, broker)
     stalling(monkeypatch)
+    if cancel == "slow":
+        slow_cancels(monkeypatch)
     url = busy_api.url + "/runs?since=1h&schedule=nomatch"
     request = asyncio.create_task(busy_api.http.get(url, headers=bearer("viewer")))
     await eventually(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -126,6 +127,31 @@ async def test_a_retry_queue_whose_head_outstays_its_ttl_is_reported_stalled(
         await eventually(lambda: conditions(endpoint, f"stalled:{retry}") == ["firing"])
         await broker.get_all(retry, ack=True)
         await eventually(lambda: conditions(endpoint, f"stalled:{retry}") == ["firing", "resolved"])
+
+
+@pytest.mark.parametrize(
+    ("part", "call"), [("watch", "check"), ("schedulers", "check"), ("keeper", "save")]
+)
+async def test_a_loops_call_cut_by_a_stuck_connection_does_not_end_the_loop(
+    run_monitor: Any, monkeypatch: pytest.MonkeyPatch, part: str, call: str
+) -> None:
+    """The queue checks, the scheduler checks and the status fold's saves go on after a call
+    failed with the CancelledError aiormq gives the calls under way on a connection it
+    dropped as stuck (no frame within the heartbeat timeout), which is no cancel of the loop."""
+    monitor = await run_monitor(monitor_interval_seconds=0.05)
+    owner = getattr(monitor, part)
+    original, calls = getattr(owner, call), [0]
+
+    async def cut_once(*args: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise asyncio.CancelledError  # what aiormq raised; the loop's task is not cancelled
+        return await original(*args)
+
+    monkeypatch.setattr(owner, call, cut_once)
+    with capture_logs() as logs:
+        await eventually(lambda: calls[0] >= 3, 10, what="the loop calling again")
+    assert any("trying again" in e["event"] for e in logs if e["log_level"] == "warning")
 
 
 def test_a_firing_condition_and_its_recovery_both_unsent_cancel_out() -> None:

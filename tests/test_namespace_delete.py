@@ -56,7 +56,7 @@ def node() -> Node:
 async def populate(broker: TestBroker, namespace: str) -> None:
     """Namespace ``namespace`` as warren leaves it: a worker's topology, a delayed task with an
     idempotency key, the runtime store with a schedule of its own plan, the history stream,
-    a crash mark and a rate window."""
+    a crash mark, a rate window and four partitions' locks and watermarks."""
     settings = broker.settings(namespace=namespace)
     async with Client(settings) as client:
         await client.enqueue("job", delay=600, key="once", plan=STORED_PLAN)
@@ -68,6 +68,9 @@ async def populate(broker: TestBroker, namespace: str) -> None:
     await declare_history(broker.connection, Names(namespace), settings)
     channel = await broker.channel()
     for name in (Names(namespace).crash_queue("c" * 32), Names(namespace).rate_window("d" * 16)):
+        await channel.declare_queue(name, durable=True)
+    # A fleet's partitions (CRON_SCHEDULER_PARTITIONS=4), which the command is not told of.
+    for name in Names(namespace).partition_queues(4):
         await channel.declare_queue(name, durable=True)
     await channel.close()
 
@@ -156,9 +159,11 @@ async def test_the_management_api_lists_every_object_of_the_namespace_and_only_t
 async def test_without_the_management_api_the_names_warren_computes_are_deleted(
     broker: TestBroker, private_broker: PrivateBroker
 ) -> None:
-    """Over AMQP alone: the fixed names, the delay levels and the retry and landing queues of
-    the known plans (the runtime store's too) are found and deleted; the command says that
-    per-key queues need the management API, and they stay, as do the neighbours."""
+    """Over AMQP alone: the fixed names, the delay levels, the retry and landing queues of
+    the known plans (the runtime store's too) and the partitions' queues (counted from their
+    locks: the command was not given CRON_SCHEDULER_PARTITIONS) are found and deleted; the
+    command says that per-key queues need the management API, and they stay, as do the
+    neighbours."""
     acc, queues, exchanges = await populated(broker, private_broker)
     per_key = {
         q

@@ -17,6 +17,7 @@ from tests.helpers import envelope, publish, publish_all
 from tests.namespace import TestBroker
 from tests.scheduling import Spawner, env_for
 from tests.test_concurrency_limits import limited_workers
+from warren_cron.broker.connect import connect
 from warren_cron.broker.exclusive import exists
 from warren_cron.errors import SettingsError
 from warren_cron.faultkit.waits import eventually
@@ -92,15 +93,18 @@ def short_windows(monkeypatch: pytest.MonkeyPatch) -> Iterator[Grants]:
 async def test_two_workers_start_tasks_at_the_limit_and_spend_no_attempt(
     broker: TestBroker, run_worker: Any, short_windows: Grants
 ) -> None:
-    """40 tasks at 5 a second: over four seconds in the middle of the run, 20 start (within
-    10 %), never more than 5 in a second, and every task runs as its attempt 1."""
+    """40 tasks at 5 a second: over four seconds in the middle of the run, 20 are granted a
+    start (within 10 %), never more than 5 in a second, and every task runs as its attempt
+    1."""
     ledger = await limited_workers(run_worker, 2, None, rate_limits="busy=5/1s")
     for _ in range(40):
         await publish(broker, envelope("busy", {"seconds": 0}), plan(60_000))
     await eventually(lambda: len(ledger.spans) == 40, timeout=40)
-    starts = sorted(span[0] for span in ledger.spans)
-    middle = [s for s in starts if starts[0] + 1 <= s < starts[0] + 5]
-    assert 18 <= len(middle) <= 22
+    # The grants, not the handlers' starts: on a loaded machine a handler begins up to a
+    # second after its grant (CI saw 16 handler starts in the four seconds, grants unknown).
+    grants = sorted(short_windows["busy"])
+    middle = [s for s in grants if grants[0] + 1 <= s < grants[0] + 5]
+    assert 18 <= len(middle) <= 22, grants
     assert spaced(short_windows["busy"], Rate(5, 1, 5))
     assert set(ledger.attempts) == {1}
 
@@ -124,9 +128,10 @@ async def test_a_payload_key_has_a_window_of_its_own(
     assert len(by_customer) == 5
     assert len(short_windows) == 5
     assert all(spaced(grants, Rate(2, 1, 2)) for grants in short_windows.values())
-    # Side by side: 25 starts at 2 a second for one key would take 12 s; five keys, 3 s.
-    starts = sorted(s for s, _, _ in ledger.spans)
-    assert starts[-1] - starts[0] < 8
+    # Side by side: every customer's first start before any customer's last (one after the
+    # other, five take at least 10 s; a bound on that wall time failed on a loaded machine).
+    firsts, lasts = zip(*((min(s), max(s)) for s in by_customer.values()), strict=True)
+    assert max(firsts) < min(lasts), by_customer
     assert set(ledger.attempts) == {1}
 
 
@@ -255,3 +260,27 @@ async def test_worker_processes_keep_a_schedules_rate_together(
     assert spaced(starts, Rate(4, 1, 4))
     middle = [s for s in starts if starts[0] + 1 <= s < starts[0] + 6]
     assert 18 <= len(middle) <= 22, [round(s - starts[0], 2) for s in starts]
+
+
+@pytest.mark.broker
+async def test_a_window_declared_with_other_arguments_defers_and_leaves_no_channel_behind(
+    broker: TestBroker,
+) -> None:
+    """A window queue someone declared with other arguments: each start is deferred saying
+    why (the broker closes the channel at the refused declaration), and the worker's robust
+    connection holds one channel after ten of them, not one more each."""
+    rate = Rate(5, 1, 5)
+    channel = await broker.channel()
+    await channel.declare_queue(window_queue(broker.names.namespace, "busy", rate))
+    connection = await connect(broker.settings(), "test-windows")
+    try:
+        found = Windows(broker.names.namespace)
+        found.start(connection)
+        for _ in range(10):
+            deferred = await found.admit("busy", rate)
+            assert deferred is not None and "cannot reach the window" in (deferred.error or "")
+        assert connection.transport is not None
+        assert len(connection.transport.connection.channels) <= 1
+    finally:
+        await connection.close()
+        await channel.queue_delete(window_queue(broker.names.namespace, "busy", rate))

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aio_pika.abc import AbstractConnection
 from structlog.testing import capture_logs
 
+import warren_cron.scheduler.service
 from tests.namespace import TestBroker
 from tests.scheduling import Schedulers, every, fire_times, write_schedules
 from warren_cron.client import Client
 from warren_cron.clock import utcnow
 from warren_cron.faultkit.waits import eventually
+from warren_cron.scheduler.leader import open_connection
 
 pytestmark = pytest.mark.broker
 SECOND = timedelta(seconds=1)
@@ -83,3 +87,41 @@ async def test_the_files_schedule_wins_over_a_runtime_one_of_the_same_name(
         await schedulers.start(path)
         await fired(broker, "clash", 2)
     assert any(e["event"].startswith("runtime schedule not run") for e in logs)
+
+
+async def test_a_leader_back_after_a_lost_connection_catches_up_on_the_changes_made_meanwhile(
+    broker: TestBroker,
+    client: Client,
+    schedulers: Schedulers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheduler whose connection dropped reads only the changes made while it was away when
+    it leads again (no second read of the store), and runs them: a schedule created then
+    fires, one archived then stops."""
+    connections: list[AbstractConnection] = []
+    away = asyncio.Event()
+
+    async def gated(*args: Any) -> AbstractConnection:
+        if connections:
+            await away.wait()  # the test changes the store while no connection is open
+        connections.append(await open_connection(*args))
+        return connections[-1]
+
+    monkeypatch.setattr(warren_cron.scheduler.service, "open_connection", gated)
+    path = tmp_path / "schedules.toml"
+    write_schedules(broker, path, "")
+    made = await client.create_schedule({"name": "old", "every": "1s", "task": "noop"})
+    with capture_logs() as logs:
+        instance = await schedulers.start(path)
+        await fired(broker, "old", 1)
+        await connections[-1].close()
+        await eventually(lambda: not instance.leading.is_set(), 10, what="the term ended")
+        await client.create_schedule({"name": "new", "every": "1s", "task": "noop"})
+        await client.archive_schedule("old", reason="done", version=made.version)
+        archived_at = utcnow()
+        away.set()
+        await fired(broker, "new", 1, timeout=30)
+    reads = [e["event"] for e in logs if e["event"].startswith("runtime schedules")]
+    assert reads == ["runtime schedules read", "runtime schedules caught up"], reads
+    assert all(t <= archived_at + SECOND for t in await fire_times(broker, "old"))

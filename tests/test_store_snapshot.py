@@ -13,7 +13,7 @@ from warren_cron.errors import StoreError
 from warren_cron.schedules.spec import RetrySpec, ScheduleSpec
 from warren_cron.schedules.trusted import ADAPTED, PLAIN
 from warren_cron.store.changes import Change, spec_json
-from warren_cron.store.snapshot import decode_snapshot, encode_snapshot
+from warren_cron.store.snapshot import decode_state, encode_snapshot
 from warren_cron.store.state import StoreState
 
 #: A spec of each shape a snapshot holds: every optional field set by one of them.
@@ -103,7 +103,7 @@ def test_a_snapshot_of_10k_schedules_reads_back_identically() -> None:
     original, and the snapshot written again from what was read is the same."""
     state = state_of(10_000)
     body = encode_snapshot(state)
-    read = decode_snapshot(body)
+    read = decode_state(body)
     assert read.offset == state.offset and read.entries.keys() == state.entries.keys()
     for name, entry in state.entries.items():
         again = read.entries[name]
@@ -148,7 +148,7 @@ def test_a_snapshot_not_written_by_warren_is_refused_clearly(body: bytes, says: 
     """Not zlib, not JSON, another format, a bad cron, an unknown field, a spec of another
     name, no timing, a bad zone, a wrong type: a StoreError naming it, never a crash."""
     with pytest.raises(StoreError, match=f"snapshot cannot be read .*{says}"):
-        decode_snapshot(body)
+        decode_state(body)
 
 
 def test_a_bad_entry_is_refused_with_its_name() -> None:
@@ -156,4 +156,4 @@ def test_a_bad_entry_is_refused_with_its_name() -> None:
     data = one_spec({"name": "s", "every": "1h", "task": "noop"})
     data["schedules"]["s"]["status"] = "deleted"
     with pytest.raises(StoreError, match=r"schedule 's'.*status 'deleted'"):
-        decode_snapshot(body_of(data))
+        decode_state(body_of(data))

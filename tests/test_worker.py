@@ -15,6 +15,7 @@ from warren_cron import codec
 from warren_cron.errors import PermanentError
 from warren_cron.faultkit.waits import eventually
 from warren_cron.headers import rejections
+from warren_cron.worker import subscription
 from warren_cron.worker.context import TaskContext
 
 pytestmark = pytest.mark.broker
@@ -253,3 +254,30 @@ async def test_messages_in_retry_queues_survive_a_plan_change(
     seen = sorted(ctx.run_id for _, ctx in recorder.calls)
     assert seen == sorted([e.run_id for e in old] + [new.run_id])
     assert {ctx.attempt for _, ctx in recorder.calls if ctx.run_id != new.run_id} == {2}
+
+
+async def test_a_restore_cut_by_a_stuck_connection_does_not_end_the_consumers_keeper(
+    broker: TestBroker, run_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consume again that fails with the CancelledError aiormq gives the calls under way
+    on a connection it dropped as stuck (no cancel of the keeper's task) is tried again,
+    where it ended the keeper and left the worker taking no task for good."""
+    monkeypatch.setattr(subscription, "RETRY_SECONDS", 0.01)
+    recorder = Recorder()
+    worker = await run_worker(registry(job=recorder))
+    original, tries = subscription.Subscription._consume, [0]
+
+    async def cut_once(self: subscription.Subscription, raw: Any) -> None:
+        tries[0] += 1
+        if tries[0] == 1:
+            raise asyncio.CancelledError  # what aiormq raised; the keeper is not cancelled
+        await original(self, raw)
+
+    monkeypatch.setattr(subscription.Subscription, "_consume", cut_once)
+    channel = await broker.channel()
+    await channel.queue_delete(broker.names.main_queue)  # the broker cancels the consumer
+    # the old consumer reads as active until the broker's cancel arrives: wait on the retry
+    await eventually(lambda: tries[0] >= 2 and worker.consuming(), 10, what="consuming again")
+    assert tries[0] == 2
+    await publish(broker, envelope("job"), plan(50))
+    await recorder.wait_calls(1, timeout=10)

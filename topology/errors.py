@@ -38,6 +38,7 @@ is the one family of them that loops catch to reconnect or retry, instead of cra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
@@ -251,6 +252,31 @@ BROKER_TROUBLE: tuple[type[BaseException], ...] = (
     AMQPError,
     ChannelInvalidStateError,
 )
+#: ``BROKER_TROUBLE`` and the CancelledError that aiormq fails the calls under way with on a
+#: connection it dropped as stuck (no frame within the heartbeat timeout), which is no cancel
+#: of the caller's task: whoever catches it re-raises it while its task is being cancelled
+#: (``being_cancelled``).
+BROKER_CUT: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, asyncio.CancelledError)
+
+
+def being_cancelled() -> bool:
+    """True when the running task is being cancelled: a broker error raised then may be
+    aiormq's answer to the cancel (it closes the channel of a cancelled call), not its own,
+    and a ``CancelledError`` is this cancel, not aiormq's word for a dropped connection."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+@contextmanager
+def cuts_logged(warn: Callable[..., object], message: str) -> Iterator[None]:
+    """Pass a broker error in this block (``BROKER_CUT``) to ``warn`` with ``message`` and go
+    on, for a loop that tries again next round; a cancel of this task still ends it."""
+    try:
+        yield
+    except BROKER_CUT as error:
+        if being_cancelled():
+            raise
+        warn(message, error=repr(error))
 
 
 @contextmanager
@@ -261,7 +287,9 @@ def broker_failures(what: str) -> Iterator[None]:
         yield
     except WarrenError:
         raise
-    except BROKER_TROUBLE as error:
+    except BROKER_CUT as error:
+        if isinstance(error, asyncio.CancelledError) and being_cancelled():
+            raise  # a cancel of the caller's task stays a cancel
         # The type only: a library's message may carry an address.
         raise BrokerUnavailable(
             f"{what}: the broker failed under the call ({type(error).__name__}), so it may "

@@ -76,6 +76,22 @@ class Names:
         """One-message queue holding the scheduler's published-up-to time."""
         return f"{self.namespace}_scheduler.watermark"
 
+    def partition_leader_queue(self, partition: int, count: int) -> str:
+        """The lock of ``partition`` of ``count``: the one leader queue when there is one."""
+        return self.leader_queue if count == 1 else f"{self.leader_queue}.{partition}"
+
+    def partition_watermark_queue(self, partition: int, count: int) -> str:
+        """The watermark of ``partition`` of ``count``: the one watermark when there is one."""
+        return self.watermark_queue if count == 1 else f"{self.watermark_queue}.{partition}"
+
+    def partition_queues(self, count: int) -> list[str]:
+        """Every partition's lock and watermark (none of their own when there is one)."""
+        if count == 1:
+            return []
+        parts = range(count)
+        locks = [self.partition_leader_queue(p, count) for p in parts]
+        return [*locks, *(self.partition_watermark_queue(p, count) for p in parts)]
+
     @property
     def history_stream(self) -> str:
         """Stream of every event of every run (``topology/history/``)."""
@@ -102,6 +118,11 @@ class Names:
         return f"{self.namespace}_schedules.snapshot"
 
     @property
+    def store_snapshot_parts(self) -> str:
+        """Stream of the parts of snapshots too large for one message (``store/parts.py``)."""
+        return f"{self.namespace}_schedules.snapshot.parts"
+
+    @property
     def beat_stream(self) -> str:
         """Short stream of every scheduler's heartbeat: who leads, who stands by, how late."""
         return f"{self.namespace}_scheduler.beats"
@@ -117,7 +138,7 @@ class Names:
         fixed = [self.main_queue, self.failed_queue, self.monitor_queue, self.leader_queue]
         fixed += [self.watermark_queue, self.history_stream, self.control_stream]
         fixed += [self.store_log, self.store_snapshot, self.status_queue, self.beat_stream]
-        fixed.append(self.cancels_stream)
+        fixed += [self.cancels_stream, self.store_snapshot_parts]
         return [*fixed, *(self.retry_queue(key) for key in plan_keys)]
 
     @property

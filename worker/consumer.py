@@ -15,7 +15,7 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import DeliveredMessage
 
 import warren_cron.tracing as tracing
-from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.broker.connect import briefly, connect, publish_channel
 from warren_cron.broker.underlay import underlay
 from warren_cron.clock import now_text
 from warren_cron.codec import run_id_of
@@ -184,12 +184,11 @@ class Worker:
 
     async def _redeclare(self) -> None:
         # On a channel of its own: a conflicting declaration closes the channel it ran on.
+        # Through ``briefly``: a robust connection reopens a channel whose open an outage
+        # cut, with no owner (a channel more after every unlucky restore).
         assert self._connection is not None
-        channel = await self._connection.channel()
-        try:
+        async with briefly(self._connection) as channel:
             await self._declare(channel)
-        finally:
-            await channel.close()
 
     async def _drain(self) -> None:
         grace = self.settings.shutdown_grace_seconds

@@ -152,7 +152,7 @@ async def _acquire(
 
 async def send_cancel(connection: AbstractConnection, queue: str, run_id: str) -> None:
     """Ask whoever holds ``queue`` to cancel its attempt in favour of ``run_id``."""
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    channel = await open_channel(connection, publisher_confirms=True, on_return_raises=True)
     body = orjson.dumps({"cancel": True, "replaced_by": run_id})
     try:
         await channel.default_exchange.publish(aio_pika.Message(body), queue, mandatory=True)

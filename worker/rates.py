@@ -27,6 +27,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import DeliveryError, PublishError
 
+from warren_cron.broker.connect import owned_publish_channel
 from warren_cron.broker.underlay import RawChannel, underlay
 from warren_cron.envelope import Envelope
 from warren_cron.errors import BROKER_TROUBLE, SettingsError
@@ -168,9 +169,9 @@ class Windows:
         async with self._opening:
             if self._channel is None or self._channel.is_closed:
                 assert self._connection is not None, "Windows.start was not called"
-                self._channel = await self._connection.channel(
-                    publisher_confirms=True, on_return_raises=True
-                )
+                # Its own: a robust channel the broker closed (a window declared with other
+                # arguments) reopened itself beside the new one, a channel more each time.
+                self._channel = await owned_publish_channel(self._connection)
                 self._declared.clear()
             return self._channel
 

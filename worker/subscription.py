@@ -23,6 +23,7 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from warren_cron.broker.underlay import RawChannel, consuming, underlay
+from warren_cron.errors import being_cancelled
 from warren_cron.worker.acks import Acks
 
 log = structlog.get_logger("worker")
@@ -102,7 +103,11 @@ class Subscription:
             self._wake.clear()
             try:
                 await self._restore(redeclare)
-            except Exception as error:
+            except (Exception, asyncio.CancelledError) as error:
+                # aiormq fails a call under way on a connection it dropped as stuck with a
+                # CancelledError that is no cancel of this task: the keeper must live on.
+                if being_cancelled():
+                    raise
                 log.warning("consumer not restored; retrying", queue=self._queue, error=repr(error))
                 await asyncio.sleep(RETRY_SECONDS)
                 self._wake.set()

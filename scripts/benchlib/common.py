@@ -88,6 +88,8 @@ class Bench:
         self.url = url  # one node, or a cluster's nodes comma-separated
         self.names = Names(f"bench_{uuid.uuid4().hex[:8]}")
         self.plan_keys: set[str] = set()
+        #: Scheduler partitions a benchmark ran with: their locks and watermarks go too.
+        self.partitions = 1
         #: What the benchmark declares with; its processes get the same queue type.
         self.settings = settings.model_copy(update={"amqp_url": url})
 
@@ -120,6 +122,7 @@ class Bench:
         """Remove every queue and exchange of the namespace."""
         names = self.names
         queues, exchanges = names.queues(self.plan_keys), names.exchanges
+        queues += names.partition_queues(self.partitions)
         delay_queues, delay_exchanges = delay_objects(names, {*self.plan_keys, FINAL_KEY})
         connection = await self.connection()
         async with connection:

@@ -41,6 +41,7 @@ from benchlib.scheduling import (
     events,
     reset,
     schedules_text,
+    spread_over,
     start_scheduler,
     toml_time,
 )
@@ -77,23 +78,28 @@ def next_due(margin: float) -> datetime:
     return due if due >= earliest else due + timedelta(minutes=1)
 
 
-def burst_round(bench: Bench, count: int, workdir: Path) -> Run:
-    """One scheduler run: N fires due at one second, clocked to the last confirm."""
-    due = next_due(5 + count / 5_000)
+def burst_round(bench: Bench, count: int, workdir: Path, schedulers: int = 1) -> Run:
+    """One run of ``schedulers`` (splitting ``bench.partitions``): N fires due at one second,
+    clocked to the last confirm."""
+    due = next_due(5 + count / 5_000 + (schedulers - 1) * 30)
     path = workdir / "burst.toml"
     path.write_text(schedules_text(count, burst_timing, due), encoding="utf-8")
-    log = workdir / f"burst-{due:%H%M}.log"
-    process = start_scheduler(bench, path, log, 120)
-    if log_time(events(log, LEADING)[0]) > due.timestamp() - 0.5:
-        reap(process)
-        raise RuntimeError("the scheduler led too late for the burst; a margin is too short")
+    env = {"CRON_SCHEDULER_PARTITIONS": str(bench.partitions)}
+    logs = [workdir / f"burst-{due:%H%M}-{n}.log" for n in range(schedulers)]
+    fleet = [start_scheduler(bench, path, log, 120, **env) for log in logs]
+    if bench.partitions > 1:
+        until(lambda: spread_over(logs, bench.partitions), 120)
+    if time.time() > due.timestamp() - 0.5:
+        for process in fleet:
+            reap(process)
+        raise RuntimeError("the schedulers led too late for the burst; a margin is too short")
     time.sleep(max(due.timestamp() - 0.2 - time.time(), 0))
-    before = cpu_seconds(process.pid)
-    published = LineCounter(log, PUBLISHED)
-    until(lambda: published() >= count, 120 + count / 1000)
-    used = cpu_seconds(process.pid) - before
-    last = max(log_time(event) for event in events(log, PUBLISHED))
-    _, rss = reap(process)
+    before = sum(cpu_seconds(process.pid) for process in fleet)
+    counters = [LineCounter(log, PUBLISHED) for log in logs]
+    until(lambda: sum(c() for c in counters) >= count, 120 + count / 1000)
+    used = sum(cpu_seconds(process.pid) for process in fleet) - before
+    last = max(log_time(event) for log in logs for event in events(log, PUBLISHED))
+    rss = max(reap(process)[1] for process in fleet)
     asyncio.run(reset(bench))
     return Run(last - due.timestamp(), count, used, rss)
 
@@ -162,6 +168,7 @@ def idle_round(bench: Bench, count: int, seconds: float, workdir: Path) -> Idle:
 def fire(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
     """N fires due in the same second to confirmed, and the idle cost of many schedules."""
     bench.plan_keys.update(step.key for step in PLAN.suffixes())
+    bench.partitions = args.partitions
     asyncio.run(reset(bench))
     ours: list[Run] = []
     raw: list[Run] = []
@@ -169,7 +176,7 @@ def fire(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
     for index in range(args.rounds):
         if index % 2:
             raw.append(asyncio.run(raw_publish(bench, args.schedules)))
-        ours.append(burst_round(bench, args.schedules, workdir))
+        ours.append(burst_round(bench, args.schedules, workdir, args.schedulers))
         if not index % 2:
             raw.append(asyncio.run(raw_publish(bench, args.schedules)))
         if args.idle_schedules:
@@ -189,7 +196,8 @@ def fire(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any
 def print_fire(args: argparse.Namespace, ours: list[Run], raw: list[Run], idle: list[Idle]) -> None:
     """The ``fire`` tables."""
     print_table(
-        f"fire {args.schedules:,} schedules due in the same second",
+        f"fire {args.schedules:,} schedules due in the same second, {args.schedulers} "
+        f"scheduler(s), {args.partitions} partition(s)",
         [
             ("due to last confirm s", [r.seconds for r in ours]),
             ("aio-pika publish+confirm s", [r.seconds for r in raw]),
@@ -213,3 +221,7 @@ def add_command(sub: Any) -> None:
     command.add_argument("--schedules", type=int, default=10_000)
     command.add_argument("--idle-schedules", type=int, default=100_000)
     command.add_argument("--idle-seconds", type=float, default=20.0)
+    command.add_argument("--schedulers", type=int, default=1, help="schedulers in the burst")
+    command.add_argument(
+        "--partitions", type=int, default=1, help="CRON_SCHEDULER_PARTITIONS of the burst"
+    )

@@ -103,7 +103,8 @@ def ours_round(args: argparse.Namespace, bench: Bench, workdir: Path, spread: bo
     stamp = f"{int(time.time())}{'-spread' if spread else ''}"
     worker_log, scheduler_log = workdir / f"lag-w-{stamp}.log", workdir / f"lag-s-{stamp}.log"
     worker = start_worker(bench, worker_log, args.prefetch)
-    scheduler = start_scheduler(bench, path, scheduler_log, 60)
+    split = {"CRON_SCHEDULER_PARTITIONS": str(args.partitions)}
+    scheduler = start_scheduler(bench, path, scheduler_log, 60, **split)
     led = log_time(events(scheduler_log, LEADING)[0])
     time.sleep(args.seconds)
     reap(scheduler)
@@ -172,6 +173,7 @@ def floor_messages(bench: Bench, count: int, second: int) -> list[Outgoing]:
 def lag(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
     """Fire lag with N schedules every second: to publish confirmed and to handler start."""
     bench.plan_keys.update(step.key for step in PLAN.suffixes())
+    bench.partitions = args.partitions
     asyncio.run(reset(bench))
     rounds: dict[str, list[dict[str, float]]] = {"ours": [], "spread": [], "floor": []}
     for _ in range(args.rounds):
@@ -205,3 +207,6 @@ def add_command(sub: Any) -> None:
     command = sub.add_parser("lag", help=lag.__doc__)
     command.add_argument("--schedules", type=int, default=1_000)
     command.add_argument("--seconds", type=float, default=15.0)
+    command.add_argument(
+        "--partitions", type=int, default=1, help="CRON_SCHEDULER_PARTITIONS of the scheduler"
+    )

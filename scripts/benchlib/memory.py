@@ -92,7 +92,7 @@ def held(count: int, source: str) -> dict[str, float]:
     gc.collect()
     before = rss_kb()
     gc.disable()
-    runtime = RuntimeSchedules(settings, Names("bench"), asyncio.Event(), asyncio.Event())
+    runtime = RuntimeSchedules(settings, Names("bench"), asyncio.Event())
     for body in changes:
         runtime.book.state.apply(Change.from_json(orjson.loads(body)))  # type: ignore[arg-type]
     for name in list(runtime.book.state.active()):

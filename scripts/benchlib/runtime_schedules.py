@@ -1,7 +1,10 @@
 """``bench.py schedules``: N runtime schedules against the same N from a schedules file.
 
 Each round runs both contenders, alternately, each in a namespace of its own: a leading
-scheduler and a standby. ``--count`` quiet schedules (a customer's nightly report: an
+scheduler and ``--schedulers`` - 1 standbys, or with ``--partitions`` that many schedulers
+splitting the schedules (all started before the creates; the change lag is then every
+scheduler's, as each follows every change, and the ready time is until the others lead
+every partition of the one killed). ``--count`` quiet schedules (a customer's nightly report: an
 ``http`` task with its URL, a cron in a time zone) and ``--firing`` noop schedules
 ``every = "1s"`` whose fires give the fire lag. The runtime contender starts from an empty
 schedules file and gets every schedule through ``Client.create_schedules``; the file
@@ -28,12 +31,21 @@ from typing import Any
 
 from benchlib.common import Bench, LineCounter, cpu_seconds, log_time, print_table, reap, rss_mb
 from benchlib.lag import percentile
-from benchlib.scheduling import LEADING, PLAN, PUBLISHED, events, start
+from benchlib.scheduling import (
+    LEADING,
+    PLAN,
+    PUBLISHED,
+    events,
+    leading_partitions,
+    spread_over,
+    start,
+)
 from warren_cron.client import Client
 from warren_cron.faultkit.waits import until
 
 CHANGED = b'"event":"runtime schedule changed"'
 STANDING_BY = b'"event":"standing by: another scheduler leads"'
+SPLIT = b'"event":"leading partitions"'
 #: Creates handed to one ``create_schedules`` call.
 CHUNK = 5000
 #: After the standby is up and before the idle window: the leader settles.
@@ -76,12 +88,15 @@ def toml_entry(spec: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_scheduler(bench: Bench, path: Path, log: Path, mark: bytes) -> Popen:
-    """A scheduler on ``path``; returns once its log has ``mark`` (leading, standing by)."""
+def start_scheduler(bench: Bench, path: Path, log: Path, mark: bytes | None) -> Popen:
+    """A scheduler on ``path``; returns once its log has ``mark`` (leading, standing by),
+    at once without one."""
+    env = {**ENV, "CRON_SCHEDULER_PARTITIONS": str(bench.partitions)}
     process = start(
-        ["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(path), **ENV
+        ["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(path), **env
     )
-    until(lambda: LineCounter(log, mark)() > 0 or process.poll() is not None, 600)
+    if mark is not None:
+        until(lambda: LineCounter(log, mark)() > 0 or process.poll() is not None, 600)
     if process.poll() is not None:
         raise RuntimeError(f"the scheduler exited {process.returncode}; see {log}")
     return process
@@ -109,54 +124,74 @@ def change_lags(log: Path, kind: str) -> list[float]:
     return [float(e["lag_ms"]) for e in events(log, CHANGED) if e.get("change") == kind]
 
 
-def idle(args: Any, leader: Popen, log: Path) -> dict[str, float]:
-    """The leader's CPU share and RSS over ``--idle`` s, and the fire lag of that window."""
+def idle(args: Any, leaders: list[Popen], logs: list[Path]) -> dict[str, float]:
+    """The leaders' CPU share (summed) and RSS (the largest) over ``--idle`` s, and the
+    fire lag of that window."""
     time.sleep(SETTLE_SECONDS)
-    began, cpu = time.time(), cpu_seconds(leader.pid)
+    began, cpu = time.time(), sum(cpu_seconds(p.pid) for p in leaders)
     time.sleep(args.idle)
-    ended, used = time.time(), cpu_seconds(leader.pid) - cpu
+    ended, used = time.time(), sum(cpu_seconds(p.pid) for p in leaders) - cpu
     late = [
         float(e["late_ms"])
+        for log in logs
         for e in events(log, PUBLISHED)
         if began <= log_time(e) <= ended and str(e.get("schedule", "")).startswith("tick-")
     ]
     return {
         "cpu_pct": 100 * used / (ended - began),
-        "rss_mb": rss_mb(leader.pid),
+        "rss_mb": max(rss_mb(p.pid) for p in leaders),
         "fire_p50_ms": percentile(late, 0.5),
         "fire_p99_ms": percentile(late, 0.99),
     }
 
 
-def take_over(leader: Popen, standby_log: Path) -> float:
-    """``kill -9`` the leader; seconds to the standby's first fire published."""
+def take_over(bench: Bench, leader: Popen, others: list[Path]) -> float:
+    """``kill -9`` the first leader; seconds until the others are ready for what it led:
+    the standby's first fire published, or every partition led by the others."""
     killed = time.time()
     leader.send_signal(signal.SIGKILL)
     leader.wait()
-    until(lambda: LineCounter(standby_log, PUBLISHED)() > 0, 600)
-    return log_time(events(standby_log, PUBLISHED)[0]) - killed
+    if bench.partitions > 1:
+        whole = set(range(bench.partitions))
+        until(lambda: set().union(*(leading_partitions(log) for log in others)) == whole, 600)
+        return max(log_time(events(log, SPLIT)[-1]) for log in others) - killed
+    until(lambda: LineCounter(others[0], PUBLISHED)() > 0, 600)
+    return log_time(events(others[0], PUBLISHED)[0]) - killed
 
 
 def contender(args: Any, workdir: Path, runtime: bool) -> dict[str, float]:
     """One round of one contender, in a namespace of its own."""
     bench = Bench(args.url)
     bench.plan_keys.update(step.key for step in PLAN.suffixes())  # the scheduler declares it
+    bench.partitions = args.partitions
     stamp = f"{'rt' if runtime else 'file'}-{bench.names.namespace}"
-    path, logs = workdir / f"{stamp}.toml", [workdir / f"{stamp}-{n}.log" for n in "ab"]
+    path = workdir / f"{stamp}.toml"
+    logs = [workdir / f"{stamp}-{n}.log" for n in range(args.schedulers)]
     text = "" if runtime else "\n".join(toml_entry(spec) for spec in specs(args))
     path.write_text(text, encoding="utf-8")
     processes: list[Popen] = []
     figures: dict[str, float] = {}
+    split = args.partitions > 1
     try:
         processes.append(start_scheduler(bench, path, logs[0], LEADING))
+        if split:  # every scheduler leads its share before the creates
+            processes += [start_scheduler(bench, path, log, None) for log in logs[1:]]
+            until(lambda: spread_over(logs, args.partitions), 600)
+        leaders = logs if split else logs[:1]
         if runtime:
             figures["create_per_s"] = asyncio.run(create_all(bench, args))
-            total = args.count + args.firing + args.changes
-            until(lambda: LineCounter(logs[0], CHANGED)() >= total, 600)
-            figures.update(lag_figures(logs[0]))
-        processes.append(start_scheduler(bench, path, logs[1], STANDING_BY))
-        figures.update(idle(args, processes[0], logs[0]))
-        figures["ready_s"] = take_over(processes[0], logs[1])
+        # The file is written into the store on a first lead, by the first scheduler, which
+        # logs every change it folds (the others read what came before they started from
+        # the snapshot): at rest once it has them all, as the runtime one once created.
+        total = args.count + args.firing + (args.changes if runtime else 0)
+        folding = leaders if runtime else leaders[:1]
+        until(lambda: all(LineCounter(log, CHANGED)() >= total for log in folding), 900)
+        if runtime:
+            figures.update(lag_figures(leaders))
+        if not split:
+            processes += [start_scheduler(bench, path, log, STANDING_BY) for log in logs[1:]]
+        figures.update(idle(args, processes[: len(leaders)], leaders))
+        figures["ready_s"] = take_over(bench, processes[0], logs[1:])
         return figures
     finally:
         for process in processes:
@@ -165,9 +200,11 @@ def contender(args: Any, workdir: Path, runtime: bool) -> dict[str, float]:
         asyncio.run(bench.delete())
 
 
-def lag_figures(log: Path) -> dict[str, float]:
-    """Change lag percentiles: over the bulk create, and over the single updates."""
-    bulk, single = change_lags(log, "create"), change_lags(log, "update")
+def lag_figures(logs: list[Path]) -> dict[str, float]:
+    """Change lag percentiles at every leader: over the bulk create, and over the single
+    updates (each leader follows every change, whichever partition it falls in)."""
+    bulk = [lag for log in logs for lag in change_lags(log, "create")]
+    single = [lag for log in logs for lag in change_lags(log, "update")]
     return {
         "bulk_p50_ms": percentile(bulk, 0.5),
         "bulk_p99_ms": percentile(bulk, 0.99),
@@ -190,7 +227,9 @@ def schedules(args: Any, _bench: Bench, workdir: Path) -> dict[str, Any]:
 
 def report(args: Any, rounds: list[tuple[dict[str, float], dict[str, float]]]) -> None:
     """The tables: the runtime contender's own figures, then both side by side."""
-    title = f"{args.count:,} schedules + {args.firing} every 1s"
+    title = f"{args.count:,} schedules + {args.firing} every 1s, {args.schedulers} schedulers"
+    if args.partitions > 1:
+        title += f", {args.partitions} partitions"
     print_table(
         f"runtime store: {title}",
         [(key, [r[key] for r, _ in rounds]) for key in RUNTIME_ONLY],
@@ -223,3 +262,7 @@ def add_command(sub: Any) -> None:
     command.add_argument("--firing", type=int, default=20, help="schedules every 1s")
     command.add_argument("--changes", type=int, default=200, help="single updates after")
     command.add_argument("--idle", type=float, default=20.0, help="seconds of the idle window")
+    command.add_argument("--schedulers", type=int, default=2, help="schedulers running")
+    command.add_argument(
+        "--partitions", type=int, default=1, help="CRON_SCHEDULER_PARTITIONS (1: a standby)"
+    )

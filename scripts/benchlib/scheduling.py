@@ -64,10 +64,12 @@ def events(log: Path, mark: bytes) -> list[dict[str, Any]]:
 
 
 def start_scheduler(
-    bench: Bench, schedules: Path, log: Path, timeout: float
+    bench: Bench, schedules: Path, log: Path, timeout: float, **env: str
 ) -> subprocess.Popen[bytes]:
     """Start the scheduler; returns the process once it leads."""
-    process = start(["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules))
+    process = start(
+        ["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(schedules), **env
+    )
     try:
         leading = LineCounter(log, LEADING)
         until(lambda: leading() > 0 or process.poll() is not None, timeout)
@@ -86,11 +88,29 @@ def start_worker(bench: Bench, log: Path, prefetch: int) -> subprocess.Popen[byt
     return process
 
 
+def leading_partitions(log: Path) -> set[int]:
+    """The partitions a scheduler said last that it leads."""
+    said = events(log, b'"event":"leading partitions"')
+    return set(said[-1]["partitions"]) if said else set()
+
+
+def spread_over(logs: list[Path], count: int) -> bool:
+    """Every one of ``count`` partitions led once, each scheduler leading some and none
+    more than its share (``scheduler/shares.py``: 16 over three are led 6, 6 and 4)."""
+    shares = [leading_partitions(log) for log in logs]
+    sizes = [len(share) for share in shares]
+    led = sorted(p for share in shares for p in share)
+    return led == list(range(count)) and 0 < min(sizes) <= max(sizes) <= -(-count // len(logs))
+
+
 async def reset(bench: Bench) -> None:
-    """Empty the main queue and drop the watermark, so every round starts alike."""
+    """Empty the main queue and drop the watermarks, so every round starts alike."""
     connection = await aio_pika.connect(bench.url)
     async with connection:
         channel = await connection.channel()
         topology = await declare_topology(channel, bench.names, DEFAULTS)
         await topology.main.purge()
         await channel.queue_delete(bench.names.watermark_queue)
+        for partition in range(bench.partitions if bench.partitions > 1 else 0):
+            queue = bench.names.partition_watermark_queue(partition, bench.partitions)
+            await channel.queue_delete(queue)

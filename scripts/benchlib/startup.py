@@ -29,7 +29,9 @@ from warren_cron.history.events import encode, event
 from warren_cron.history.stream import declare_history
 
 #: Targets on the reference machine when quiet, in seconds.
-TARGETS = {"warren --help": 0.25, "warren enqueue": 0.5}
+TARGETS = {"warren --help": 0.25, "warren enqueue": 0.5, "warren worker": 0.4}
+#: What a worker logs once it consumes.
+CONSUMING = b'"worker started"'
 #: The other commands whose ``--help`` is the reference: Python task queues of the same kind.
 REFERENCES = ("rq", "arq", "celery")
 #: Outside the project, so nothing of theirs can reach its environment.
@@ -53,6 +55,7 @@ def warren_commands(run_id: str) -> dict[str, list[str]]:
         "warren enqueue --help": [WARREN, "enqueue", "--help"],
         "warren enqueue": [WARREN, "enqueue", "noop"],
         "warren runs show": [WARREN, "runs", "show", run_id],
+        "warren worker": [WARREN, "worker"],
     }
 
 
@@ -66,10 +69,21 @@ def ran(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
 
 
 def wall(command: list[str], env: dict[str, str]) -> float:
-    """Seconds from starting ``command`` to its exit."""
+    """Seconds from starting ``command`` to its exit, or for ``warren worker`` to the line
+    that says it consumes (then it is stopped)."""
     started = time.perf_counter()
-    ran(command, env)
-    return time.perf_counter() - started
+    if command[1:] != ["worker"]:
+        ran(command, env)
+        return time.perf_counter() - started
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE) as worker:
+        assert worker.stdout is not None
+        for line in worker.stdout:
+            if CONSUMING in line:
+                took = time.perf_counter() - started
+                worker.terminate()
+                worker.wait(30)
+                return took
+    raise RuntimeError(f"warren worker exited {worker.returncode} before it consumed")
 
 
 def modules_loaded(command: list[str], env: dict[str, str]) -> int:
@@ -113,14 +127,18 @@ def rounds(
 
 
 def startup(args: Any, bench: Bench, workdir: Any) -> dict[str, Any]:
-    """Start-up to exit of ``warren --help``, ``enqueue`` and ``runs show``, against rq's,
-    arq's and celery's ``--help``."""
+    """Start-up to exit of ``warren --help``, ``enqueue`` and ``runs show``, and of ``warren
+    worker`` to consuming, against rq's, arq's and celery's ``--help``."""
     bench.plan_keys.update(step.key for step in DEFAULTS.default_plan().suffixes())
     env = cron_env(bench)
     run_id = first_run(env)
     asyncio.run(record_attempt(bench, run_id))
     commands = {**warren_commands(run_id), **reference_commands(args.reference_venv)}
-    modules = {name: modules_loaded(command, env) for name, command in commands.items()}
+    modules = {  # a worker runs until stopped: its imports are in the drain's profile
+        name: modules_loaded(command, env)
+        for name, command in commands.items()
+        if name != "warren worker"
+    }
     times = rounds(commands, env, args.runs)
     print_table(
         f"start-up to exit, seconds, {args.runs} runs each",

@@ -29,6 +29,9 @@ from tests.faults.cluster import (
     workers_on,
 )
 from tests.faults.harness import ClusterScenario
+from tests.faults.test_partition_faults import LEADING, every_second_ran, leads, spread
+from tests.faults.test_partition_faults import schedules_file as partition_schedules
+from tests.faults.test_partition_faults import spawn_scheduler as spawn_partitioned
 from tests.faults.test_scheduler_faults import (
     STANDING_BY,
     fires_report,
@@ -42,6 +45,7 @@ from warren_cron.faultkit.private_broker import PrivateBroker
 from warren_cron.faultkit.private_cluster import PrivateCluster
 from warren_cron.faultkit.waits import eventually
 from warren_cron.faultkit.workload import workload
+from warren_cron.scheduler.shares import partition_of
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
 
@@ -129,3 +133,35 @@ async def test_a_leading_scheduler_cut_off_with_its_node_fires_nothing_twice(
     # As for any takeover: at most the one fire confirmed before the old leader's watermark.
     assert len(report.unexplained) <= 1, report.table()
     assert len(times) >= 8
+
+
+@PARTITIONS_ON_4_3_ONLY
+async def test_a_scheduler_cut_off_with_its_partitions_hands_them_over_and_takes_its_share_back(
+    scenario: ClusterScenario, tmp_path: Path
+) -> None:
+    """Two schedulers split 8 partitions, one of them on the node then cut off: the other
+    leads all 8 while it is, they spread again once the node rejoins, and every schedule ran
+    every second throughout; a repeat only of a schedule whose partition moved."""
+    await scenario.prepare()
+    first, cut = scenario.node.nodes[0], scenario.node.nodes[2]
+    await scenario.worker(CRON_AMQP_URL=first_node_url(scenario.node, first))
+    path = partition_schedules(tmp_path)
+    stays = await spawn_partitioned(
+        scenario, path, CRON_AMQP_URL=first_node_url(scenario.node, first)
+    ).ready()
+    goes = spawn_partitioned(scenario, path, CRON_AMQP_URL=first_node_url(scenario.node, cut))
+    await eventually(lambda: spread([stays, goes]), 60, what="8 partitions over 2")
+    moved = leads(goes)
+    terms = goes.count(LEADING)
+    with cut_off(scenario.node, cut):
+        await eventually(lambda: cut.node not in scenario.node.members(), 60, interval=0.5)
+        await eventually(lambda: len(leads(stays)) == 8, TERM_START_SECONDS, what="all on one")
+        await more_fires(scenario, 16, timeout=TERM_START_SECONDS)
+    await eventually(scenario.node.whole, 120, interval=2)
+    await goes.wait_log(LEADING, count=terms + 1, timeout=TERM_START_SECONDS)
+    await eventually(lambda: spread([stays, goes]), 60, what="8 partitions over 2 again")
+    await more_fires(scenario, 32)
+    await stop_schedulers(stays, goes)
+    report, _ = await every_second_ran(scenario)
+    repeated = {run_id.split("@", 1)[0] for run_id in report.unexplained}
+    assert {partition_of(name, 8) for name in repeated} <= moved, report.table()

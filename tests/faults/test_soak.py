@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,26 +229,35 @@ async def published_again(publisher: HistoryPublisher) -> None:
     await eventually(again, 60, what="published again", interval=0.5)
 
 
-async def test_a_history_write_failed_in_an_outage_leaves_no_channel_behind(
+@asynccontextmanager
+async def publishing_history(
     scenario: FaultScenario,
-) -> None:
-    """Events emitted while the broker is down are dropped; once it is back the publisher
-    holds one channel again, not one more per outage."""
+) -> AsyncIterator[tuple[HistoryPublisher, int]]:
+    """A history publisher on a robust connection of its own that has published one event,
+    and the channels this test process holds then; closed after the block."""
     connection = await connect(scenario.settings(), "warren-test-history")
     publisher = HistoryPublisher(scenario.names, scenario.settings(), "test", metrics=False)
     await publisher.start(connection)
     try:
         publisher.emit(event("fired", schedule="before"))
         await eventually(lambda: publisher.published == 1, 30)
-        held = await channels_of(scenario, os.getpid())
+        yield publisher, await channels_of(scenario, os.getpid())
+    finally:
+        await publisher.close()
+        await connection.close()
+
+
+async def test_a_history_write_failed_in_an_outage_leaves_no_channel_behind(
+    scenario: FaultScenario,
+) -> None:
+    """Events emitted while the broker is down are dropped; once it is back the publisher
+    holds one channel again, not one more per outage."""
+    async with publishing_history(scenario) as (publisher, held):
         for _ in range(2):
             await fails_in_an_outage(scenario, publisher)
             await asyncio.to_thread(scenario.node.start)
             await published_again(publisher)
             await level_again(scenario, held)
-    finally:
-        await publisher.close()
-        await connection.close()
 
 
 async def test_broker_calls_failed_in_an_outage_leave_no_channel_to_reopen(

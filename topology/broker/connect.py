@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar, overload
 
 import aio_pika
@@ -29,7 +29,7 @@ from aio_pika.abc import (
 from yarl import URL
 
 from warren_cron.broker.outage import watch_outages
-from warren_cron.errors import CONNECTION_ERRORS, BrokerUnavailable
+from warren_cron.errors import CONNECTION_ERRORS, BrokerUnavailable, being_cancelled
 from warren_cron.runtime.settings import CronSettings
 
 C = TypeVar("C", bound=AbstractConnection)
@@ -113,6 +113,14 @@ async def publish_channel(connection: AbstractConnection) -> AbstractChannel:
     return await open_channel(connection, publisher_confirms=True, on_return_raises=True)
 
 
+async def owned_publish_channel(connection: AbstractConnection) -> AbstractChannel:
+    """A ``publish_channel`` that a robust connection never reopens, for an owner that opens a
+    new one whenever it finds it closed: a robust channel the broker closes under a failed
+    write reopens itself, and came back unowned beside its owner's new one (the history
+    publisher held two channels after an outage, 4.3 in CI)."""
+    return await _opened(lambda: _plain_channel(connection))
+
+
 @overload
 async def open_channel(
     connection: AbstractRobustConnection, **options: bool
@@ -121,9 +129,14 @@ async def open_channel(
 async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel: ...
 async def open_channel(connection: AbstractConnection, **options: bool) -> AbstractChannel:
     """A new channel; ``BrokerUnavailable`` while a robust connection is reconnecting."""
+    return await _opened(lambda: connection.channel(**options))
+
+
+async def _opened(make: Callable[[], AbstractChannel]) -> AbstractChannel:
+    """Open the channel ``make()`` returns; closed again when its open fails."""
     channel = None
     try:
-        channel = connection.channel(**options)
+        channel = make()
         await channel
     except BaseException as error:
         # A robust connection reopens every channel it made after a reconnect: one whose
@@ -139,6 +152,13 @@ async def open_channel(connection: AbstractConnection, **options: bool) -> Abstr
     return channel
 
 
+def _plain_channel(connection: AbstractConnection) -> AbstractChannel:
+    """A confirming channel the connection does not know of: a robust one never reopens it."""
+    if connection.transport is None:
+        raise RuntimeError("Connection was not opened")  # as aio-pika's own channel() says
+    return aio_pika.Channel(connection, publisher_confirms=True, on_return_raises=True)
+
+
 @asynccontextmanager
 async def briefly(connection: AbstractConnection) -> AsyncIterator[AbstractChannel]:
     """A channel for a call or two, closed after whatever happens (never reopened)."""
@@ -152,9 +172,14 @@ async def briefly(connection: AbstractConnection) -> AsyncIterator[AbstractChann
 
 
 async def close_quietly(channel: AbstractChannel) -> None:
-    """Close a channel that the broker may already have closed."""
-    with suppress(Exception):
+    """Close a channel that the broker may already have closed. A cancel that lands in the
+    close stays a cancel, whatever aiormq turns it into: swallowed, it left a scheduler's
+    spreading task running after its session ended, and the session waited on it for ever."""
+    try:
         await channel.close()
+    except Exception as error:
+        if being_cancelled():
+            raise asyncio.CancelledError from error
 
 
 #: Closes under way that nobody waits for (a task the loop holds only weakly).

@@ -9,11 +9,10 @@ from typing import Any, Unpack
 from aio_pika.abc import (
     AbstractChannel,
     AbstractConnection,
-    AbstractRobustChannel,
     AbstractRobustConnection,
 )
 
-from warren_cron.broker.connect import connect, publish_channel
+from warren_cron.broker.connect import connect, owned_publish_channel
 from warren_cron.cancel.stream import declare_cancels
 from warren_cron.client.keys import KeyClaims
 from warren_cron.client.options import Enqueued, EnqueueOptions, one_off, plan_of
@@ -44,7 +43,7 @@ class Client(ScheduleMethods):
         self._default = self.settings.default_plan()
         self._lock = asyncio.Lock()
         self._connection: AbstractRobustConnection | None = None
-        self._channel: AbstractRobustChannel | None = None
+        self._channel: AbstractChannel | None = None
         self._publisher: TaskPublisher | None = None
         self._keys: KeyClaims | None = None
         self._history_declared = False
@@ -58,22 +57,25 @@ class Client(ScheduleMethods):
         await self.close()
 
     async def connect(self) -> None:
-        """Connect and declare the topology, once; ``BrokerUnavailable`` when unreachable."""
+        """Connect and declare the topology, once; ``BrokerUnavailable`` when unreachable. A
+        channel the broker closed (a declaration it refused, an outage) is replaced here."""
         async with self._lock:
             if self._publisher is None:
                 await self._open()
+            elif self._channel is None or self._channel.is_closed:
+                assert self._connection is not None
+                await self._ready(await owned_publish_channel(self._connection))
 
     async def _open(self) -> None:
         connection = await connect(self.settings, self._name)
         try:
-            channel = await publish_channel(connection)
-            await self._ready(channel)
+            await self._ready(await owned_publish_channel(connection))
         except BaseException:
             await connection.close()
             raise
         self._connection = connection
 
-    async def _ready(self, channel: AbstractRobustChannel) -> None:
+    async def _ready(self, channel: AbstractChannel) -> None:
         self._channel = channel
         topology = await declare_topology(channel, self._names, self.settings)
         queue_type = self.settings.queue_type
@@ -160,9 +162,9 @@ class Client(ScheduleMethods):
 
     async def _recover(self, key: str | None) -> None:
         """After a failed send: a fresh channel if the broker closed this one (a declaration
-        it refused does), then the key freed so that the caller may try again."""
-        async with self._lock:
-            if self._connection is not None and self._channel and self._channel.is_closed:
-                await self._ready(await publish_channel(self._connection))
+        it refused does), then the key freed so that the caller may try again. The channel
+        is the client's own (``owned_publish_channel``): a robust one reopened itself beside
+        the fresh one, a channel more for each refused enqueue."""
+        await self.connect()
         if key is not None and self._keys is not None:
             await self._keys.release(key)

@@ -86,12 +86,20 @@ def node_port() -> int:
     connection's own port, and the node could not start there again (eaddrinuse)."""
     while True:
         port = NODE_PORTS[0] + secrets.randbelow(NODE_PORTS[1] - NODE_PORTS[0])
+        if port in _HANDED_OUT:
+            continue  # free now, but a node made earlier listens there once it starts
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
+
+
+#: Every port ``node_port`` gave this process: the nodes of a cluster pick their ports before
+#: any of them starts (one node's distribution port was another's, and it did not start).
+_HANDED_OUT: set[int] = set()
 
 
 class PrivateBroker:

@@ -22,6 +22,7 @@ from aio_pika.abc import (
 from aiormq.exceptions import ChannelInvalidStateError
 
 from warren_cron.broker.connect import close_quietly
+from warren_cron.broker.ending import end_consumer
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 from warren_cron.history.reader import consuming, last_offset, stream_offset
@@ -82,7 +83,7 @@ class StreamFollower:
         if self._queue is not None and self._tag is not None:
             # A channel the broker or a lost connection closed took the consumer with it.
             with contextlib.suppress(*BROKER_TROUBLE):
-                await self._queue.cancel(self._tag)
+                await end_consumer(self._queue, self._tag)
             self._tag = None
 
     async def close(self) -> None:

@@ -28,7 +28,7 @@ import structlog
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren_cron.broker.batch import publish_batch
-from warren_cron.broker.connect import close_quietly, publish_channel
+from warren_cron.broker.connect import drop, owned_publish_channel
 from warren_cron.codec import Outgoing
 from warren_cron.history.events import join
 from warren_cron.history.losses import Losses, Report
@@ -72,9 +72,6 @@ class HistoryPublisher:
             self._sent_metric = HISTORY_EVENTS.labels(process=process)
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
-        #: Channels failed writes left, closed once the connection is back, and their closes.
-        self._stale: list[AbstractChannel] = []
-        self._stale_closes: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._declared_at = 0.0
         self._failing: str | None = None
@@ -110,9 +107,6 @@ class HistoryPublisher:
     async def start(self, connection: AbstractConnection) -> None:
         """Declare the stream and start sending in the background."""
         self._connection = connection
-        callbacks = getattr(connection, "reconnect_callbacks", None)  # robust connections
-        if callbacks is not None:
-            callbacks.add(self._back)
         await self._declare()
         self._task = asyncio.create_task(self._run(), name="history")
 
@@ -178,7 +172,7 @@ class HistoryPublisher:
             # Whatever goes wrong (a robust connection mid-reconnect raises RuntimeError), the
             # batch is dropped and counted, and the publisher lives on for the next one.
             self._unsent(len(batch), report, f"{type(trouble).__name__}: {trouble}")
-            await self._forget()
+            self._forget()
             return
         if error is not None:
             self._unsent(len(batch), report, f"{type(error).__name__}: {error}")
@@ -196,28 +190,17 @@ class HistoryPublisher:
     async def _ready(self) -> AbstractChannel:
         if self._channel is None or self._channel.is_closed:
             assert self._connection is not None, "start() first"
-            await self._forget()
-            self._channel = await publish_channel(self._connection)
+            self._forget()
+            self._channel = await owned_publish_channel(self._connection)
         return self._channel
 
-    async def _forget(self) -> None:
-        """Set aside the channel a failed write leaves behind, closed once the connection is
-        back (``_back``): a robust connection reopens every channel not closed after each
-        reconnect, so each outage would keep one more."""
+    def _forget(self) -> None:
+        """Close the channel a failed write leaves behind (in the background: the node may not
+        answer). It is a channel of its own (``owned_publish_channel``): a robust connection
+        never reopens it, so no outage and no channel error leaves one more behind."""
         channel, self._channel = self._channel, None
-        if channel is not None and channel not in self._stale:
-            self._stale.append(channel)
-
-    def _back(self, *_: object) -> None:
-        # Called once the reconnect restored every channel: closing one while the connection
-        # restores them failed its restore, which tore the new connection down again, and a
-        # worker lost a retry across a clean broker stop about one run in four of the
-        # publish-burst fault test (tests/faults/test_broker_restarts.py).
-        stale, self._stale = self._stale, []
-        for channel in stale:
-            closing = asyncio.create_task(close_quietly(channel))
-            self._stale_closes.add(closing)
-            closing.add_done_callback(self._stale_closes.discard)
+        if channel is not None:
+            drop(channel)
 
     async def _declare(self) -> None:
         assert self._connection is not None

@@ -31,6 +31,7 @@ from aio_pika.abc import (
 
 from warren_cron.broker.connect import close_quietly, open_channel
 from warren_cron.broker.drops import through_drops
+from warren_cron.broker.ending import end_consumer
 from warren_cron.errors import BROKER_TROUBLE
 from warren_cron.history.events import Event, decode
 
@@ -99,7 +100,17 @@ async def last_offset(channel: AbstractChannel, stream: str) -> End | None:
     except TimeoutError:
         return None
     finally:
-        await queue.cancel(tag)
+        await end_consumer(queue, tag)
+
+
+async def stream_end(connection: AbstractConnection, stream: str) -> End | None:
+    """Where ``stream`` ends now (``last_offset``), read on a channel of its own."""
+    channel = await open_channel(connection)
+    try:
+        await channel.set_qos(prefetch_count=1)  # streams serve no consumer without one
+        return await last_offset(channel, stream)
+    finally:
+        await close_quietly(channel)
 
 
 def _nothing_after(start: Start, end: End) -> bool:
@@ -206,7 +217,7 @@ async def _cancelling(
                 yield message
     finally:
         with contextlib.suppress(*BROKER_TROUBLE):
-            await queue.cancel(tag)
+            await end_consumer(queue, tag)
 
 
 async def _drain(

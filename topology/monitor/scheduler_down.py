@@ -4,7 +4,10 @@ The monitor follows ``<ns>_scheduler.beats`` live (``topology/schedules/heartbea
 every few seconds, looks whether the leader queue is held (has an active consumer). No leader
 (the queue free, or held with no beat) for ``CRON_SCHEDULER_DOWN_SECONDS``, or a leader more than
 ``CRON_SCHEDULER_LAG_ALERT_SECONDS`` behind, fires the condition; a leader beating on time
-resolves it.
+resolves it. While the leader queue is held but no beat came for half of
+``CRON_SCHEDULER_DOWN_SECONDS``, the beats are read again before anything is concluded: the
+consumer may be stuck (``topology/schedules/beat_follow.py``), and a live scheduler would be
+called down.
 """
 
 from __future__ import annotations
@@ -12,30 +15,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
-from aio_pika.abc import (
-    AbstractChannel,
-    AbstractConnection,
-    AbstractIncomingMessage,
-    AbstractQueue,
-)
+import structlog
+from aio_pika.abc import AbstractConnection
 
-from warren_cron.history.reader import consuming, last_offset, stream_offset
 from warren_cron.monitor.alerts import Condition
 from warren_cron.monitor.settings import MonitorSettings
 from warren_cron.names import Names
 from warren_cron.runtime.metrics import SCHEDULER_LAG, SCHEDULERS
-from warren_cron.schedules.heartbeats import (
-    RECENT_BEATS,
-    Beat,
-    SchedulerView,
-    declare_beats,
-    decode_beat,
-    latest_by_scheduler,
-    leader_held,
-)
+from warren_cron.schedules.beat_follow import BeatFollower
+from warren_cron.schedules.heartbeats import Beat, SchedulerView, leader_held
 
+log = structlog.get_logger("monitor")
 #: The condition's key, and the event type of the signed event webhook.
 SCHEDULER_DOWN = "scheduler.down"
 
@@ -48,46 +39,33 @@ class SchedulerWatch:
     ) -> None:
         self.settings = settings
         self.names = Names(settings.namespace)
-        self.beats: dict[str, Beat] = {}
+        self._follower = BeatFollower(self.names)
         #: The latest look: what the dashboard shows. None before the first check.
         self.view: SchedulerView | None = None
         self._clock = clock
         self._unhealthy_since: float | None = None
         self._firing = False
-        self._queue: AbstractQueue | None = None
-        self._arguments: dict[str, Any] = {}
 
     @property
     def firing(self) -> bool:
         """True while the ``scheduler.down`` alert is firing."""
         return self._firing
 
+    @property
+    def beats(self) -> dict[str, Beat]:
+        """Each scheduler's latest beat."""
+        return self._follower.beats
+
     async def start(self, connection: AbstractConnection) -> None:
         """Follow the beat stream from its latest beats on."""
-        await declare_beats(connection, self.names)
-        await consuming(connection, self._follow)
-
-    async def _follow(self, channel: AbstractChannel) -> None:
-        """Consume the beats from a few before the stream's end."""
-        await channel.set_qos(prefetch_count=100)
-        end = await last_offset(channel, self.names.beat_stream)
-        start: int | str = "next" if end is None else max(0, end.offset - RECENT_BEATS)
-        # Declared (passively), so the robust channel consumes again after a reconnect, from
-        # the offset after the last beat read (the arguments are kept up to date).
-        self._queue = await channel.declare_queue(self.names.beat_stream, passive=True)
-        self._arguments["x-stream-offset"] = start
-        await self._queue.consume(self._on_beat, arguments=self._arguments)
-
-    async def _on_beat(self, message: AbstractIncomingMessage) -> None:
-        self._arguments["x-stream-offset"] = stream_offset(message) + 1
-        beat = decode_beat(message.body)
-        if beat is not None:
-            latest_by_scheduler([beat], self.beats)
-        await message.ack()
+        await self._follower.start(connection)
 
     async def check(self, connection: AbstractConnection, now: datetime) -> list[Condition]:
         """Look at the leader queue; the change of ``scheduler.down``, if there is one."""
-        view = SchedulerView(await leader_held(connection, self.names), self.beats, now)
+        held = await leader_held(connection, self.names, self.settings.scheduler_partitions)
+        if held and self._follower.quiet_seconds() > self.settings.scheduler_down_seconds / 2:
+            await self._read_again(connection)
+        view = SchedulerView(held, self.beats, now)
         self.view = view
         self._gauges(view)
         problem = self._problem(view)
@@ -98,6 +76,14 @@ class SchedulerWatch:
             Condition(SCHEDULER_DOWN, self._firing, problem or f"scheduler back: {view.line()}")
         ]
 
+    async def _read_again(self, connection: AbstractConnection) -> None:
+        """Follow the beats anew: a scheduler holds the leader queue, yet none came."""
+        log.warning(
+            "no scheduler beat came although the leader queue is held; reading the beats again",
+            quiet_s=round(self._follower.quiet_seconds(), 1),
+        )
+        await self._follower.start(connection)
+
     def _problem(self, view: SchedulerView) -> str | None:
         """Why the condition fires now, or None."""
         leader, settings = view.leader, self.settings
@@ -106,7 +92,7 @@ class SchedulerWatch:
                 f"{view.line()}: fires are published {leader.lag_seconds:.0f}s late "
                 f"(threshold {settings.scheduler_lag_alert_seconds:g}s); is the broker blocking?"
             )
-        if leader is not None:
+        if leader is not None and not view.unled:  # with partitions: every one of them led
             self._unhealthy_since = None
             return None
         now = self._clock()

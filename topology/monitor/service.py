@@ -22,7 +22,7 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 from warren_cron.broker.connect import connect
 from warren_cron.clock import utcnow
 from warren_cron.declare import declare_topology
-from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.errors import BROKER_TROUBLE, being_cancelled, cuts_logged
 from warren_cron.monitor.alerts import AlertSender, Condition
 from warren_cron.monitor.autopause import FailurePauser
 from warren_cron.monitor.configured import configured_targets
@@ -114,8 +114,7 @@ class Monitor:
         try:
             yield
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not self._stop.is_set() or (task is not None and task.cancelling()):
+            if not self._stop.is_set() or being_cancelled():
                 raise
             log.warning("a broker call was cut short while stopping; stopping all the same")
 
@@ -191,12 +190,10 @@ class Monitor:
         while not self._stop.is_set():
             for change in self.silence.check(utcnow()):
                 self._report_condition(change)
-            try:
+            with cuts_logged(log.warning, "queue check failed; trying again next interval"):
                 for change in await self.watch.check(connection):
                     self._report_condition(change)
                 self.checks += 1
-            except BROKER_TROUBLE as error:
-                log.warning("queue check failed; trying again next interval", error=repr(error))
             await self._idle(self.settings.monitor_interval_seconds)
 
     async def _watch_schedulers(self, connection: AbstractRobustConnection) -> None:
@@ -205,20 +202,16 @@ class Monitor:
             self.settings.monitor_interval_seconds, self.settings.scheduler_down_seconds / 4
         )
         while not self._stop.is_set():
-            try:
+            with cuts_logged(log.warning, "scheduler check failed; trying again"):
                 for change in await self.schedulers.check(connection, utcnow()):
                     self._report_condition(change)
-            except BROKER_TROUBLE as error:
-                log.warning("scheduler check failed; trying again", error=repr(error))
             await self._idle(every)
 
     async def _keep_status(self) -> None:
         while not self._stop.is_set():
             await self._idle(min(self.settings.monitor_interval_seconds, SAVE_SECONDS))
-            try:
+            with cuts_logged(log.warning, "status fold not stored; trying again"):
                 await self.keeper.save()
-            except BROKER_TROUBLE as error:
-                log.warning("status fold not stored; trying again", error=repr(error))
 
     async def _idle(self, seconds: float) -> None:
         # The loops end on the stop flag too: a cancel that lands inside a broker call may

@@ -26,6 +26,7 @@ from aio_pika.abc import AbstractConnection
 from aiormq.exceptions import AMQPError, ChannelLockedResource, ChannelNotFoundEntity
 
 from warren_cron.broker.connect import close_quietly, connect, open_channel
+from warren_cron.broker.exclusive import exists
 from warren_cron.broker.management import Management, vhost_and_auth
 from warren_cron.delay import delay_objects
 from warren_cron.errors import WarrenError
@@ -37,6 +38,8 @@ from warren_cron.runtime.settings import CronSettings
 
 Kind = Literal["queue", "stream", "exchange"]
 #: What the listing without a management API cannot see.
+#: The most partitions a namespace may have (``CRON_SCHEDULER_PARTITIONS``' bound).
+MAX_PARTITIONS = 256
 UNSEEN = (
     "queues made per key (idempotency keys, crash marks, run locks, concurrency slots, rate "
     "windows) are found only through the management API: give --management-url"
@@ -103,6 +106,8 @@ def who(names: Names, found: Found, peers: Iterable[str] = ()) -> str:
     if found.held:
         return f"{found.name} is held by a running task of a connected worker"
     role = roles(names).get(found.name, "a warren process")
+    if found.name.startswith(f"{names.leader_queue}."):
+        role = "a scheduler (a partition's lock)"
     plural = "s" if found.consumers > 1 else ""
     known = f": {', '.join(peers)}" if peers else ""
     return f"{found.consumers} consumer{plural} on {found.name} ({role}{known})"
@@ -174,7 +179,21 @@ async def computed(
     names = Names(settings.namespace)
     keys = sorted(await known_plan_keys(connection, settings, plans))
     delay_queues, delay_exchanges = delay_objects(names, keys)
-    return [*names.queues(keys), *delay_queues], [*names.exchanges, *delay_exchanges]
+    count = await partition_count(connection, names, settings.scheduler_partitions)
+    queues = [*names.queues(keys), *names.partition_queues(count)]
+    return [*queues, *delay_queues], [*names.exchanges, *delay_exchanges]
+
+
+async def partition_count(connection: AbstractConnection, names: Names, configured: int) -> int:
+    """The namespace's partitions: ``configured``, or as many as its schedulers' locks say
+    (numbered from 0) when the command runs without their ``CRON_SCHEDULER_PARTITIONS``: a
+    teardown left their 128 queues behind."""
+    count = 0
+    while count < MAX_PARTITIONS and await exists(
+        connection, names.partition_leader_queue(count, MAX_PARTITIONS)
+    ):
+        count += 1
+    return max(configured, count)
 
 
 def streams(names: Names) -> set[str]:

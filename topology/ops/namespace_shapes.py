@@ -32,6 +32,7 @@ _QUEUE_SHAPES = re.compile(
             r"key\.[0-9a-f]{40}",
             r"crash\.[0-9a-f]{32}",
             rf"lock\.{_SCHEDULE}",
+            r"scheduler\.(?:leader|watermark)\.\d{1,3}",  # a partition's lock and watermark
             r"slot\.[0-9a-f]{16}\.\d{1,2}",
             r"rate\.[0-9a-f]{16}",
         )

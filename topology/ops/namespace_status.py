@@ -61,7 +61,7 @@ async def _gathered(
     (fold, stored), pauses, view, _ = await asyncio.gather(
         current_status(connection, names),
         read_pauses(connection, names),
-        scheduler_view(connection, names, utcnow()),
+        scheduler_view(connection, names, utcnow(), settings.scheduler_partitions),
         admin.start(connection),
     )
     try:

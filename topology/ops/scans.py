@@ -69,10 +69,7 @@ class ScanGate:
         task: asyncio.Task[R] = asyncio.create_task(read(budget))
         self._running.add(task)
         try:
-            while not task.done():
-                await asyncio.wait({task}, timeout=WATCH_SECONDS)
-                if not task.done() and _gone(caller):
-                    task.cancel()
+            await _until_done_or_gone(task, caller)
             if task.cancelled():
                 why = "the read was stopped: its client left, or the monitor stops"
                 raise ScanRefused(False, why)
@@ -95,6 +92,17 @@ class ScanGate:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+
+
+async def _until_done_or_gone(task: asyncio.Task[R], caller: Caller) -> None:
+    """Wait for ``task``, cancelling it once if the caller leaves first: only once, as a
+    second cancel would cut the read's own cleanup (its consumer's cancel, its channel's
+    close) when the broker answers slower than a look, and leave its consumer on the stream."""
+    while not task.done():
+        await asyncio.wait({task}, timeout=WATCH_SECONDS)
+        if not task.done() and _gone(caller):
+            task.cancel()
+            await asyncio.wait({task})
 
 
 def _gone(caller: Caller) -> bool:

@@ -35,7 +35,7 @@ class ApplyCut(StoreError):
 
 async def planned_apply(admin: ScheduleAdmin, specs: list[ScheduleSpec], options: Options) -> Plan:
     """The steps that make the store hold ``specs``, against the store read now."""
-    return plan_apply(specs, await admin.entries(), options)
+    return await plan_apply(specs, await admin.entries(), options)
 
 
 async def apply_plan(

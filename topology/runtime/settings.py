@@ -119,6 +119,14 @@ class CronSettings(BaseSettings):
         ge=1_000_000,
         description="Most bytes the history stream keeps; the oldest events go first.",
     )
+    scheduler_partitions: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Partitions the schedules are split into, each led by one scheduler: 1 "
+        "(one leader runs them all) or 64 to spread a large set over several schedulers; the "
+        "same on every scheduler, monitor and command of the namespace.",
+    )
     heartbeat_seconds: int = Field(
         10, ge=1, le=600, description="AMQP heartbeat: how fast a dead connection is noticed."
     )

@@ -19,11 +19,10 @@ from typing import Any
 import orjson
 from aio_pika.abc import AbstractConnection
 
-from warren_cron.broker.connect import open_channel
 from warren_cron.broker.exclusive import consumer_count
 from warren_cron.clock import utc_text
 from warren_cron.durations import relative
-from warren_cron.history.reader import last_offset, read_messages
+from warren_cron.history.reader import read_messages, stream_end
 from warren_cron.history.stream import declare_stream, stream_arguments
 from warren_cron.names import Names
 
@@ -47,6 +46,11 @@ class Beat:
     last_fire_at: datetime | None = None
     next_fire_at: datetime | None = None
     lag_seconds: float = 0.0
+    #: How many partitions the schedules are split into, and those this scheduler leads.
+    partition_count: int = 1
+    partitions: tuple[int, ...] = ()
+    #: Sent by a scheduler that stops: it speaks for nobody from then on.
+    leaving: bool = False
 
     def encode(self) -> bytes:
         """The beat as the JSON body of a stream message."""
@@ -59,13 +63,19 @@ class Beat:
                 "at": utc_text(self.at),
                 "interval_seconds": self.interval_seconds,
                 "lag_seconds": round(self.lag_seconds, 3),
+                "partition_count": self.partition_count,
+                "partitions": self.partitions,
+                **({"leaving": True} if self.leaving else {}),
                 **{key: None if value is None else utc_text(value) for key, value in times.items()},
             }
         )
 
     def fresh(self, now: datetime) -> bool:
-        """True while the beat still speaks for its sender."""
-        return now - self.at <= timedelta(seconds=self.interval_seconds * FRESH_INTERVALS)
+        """True while the beat still speaks for its sender (a leaving one never does: the
+        others must not count a scheduler that stops, nor hand it partitions)."""
+        return not self.leaving and now - self.at <= timedelta(
+            seconds=self.interval_seconds * FRESH_INTERVALS
+        )
 
 
 def _time(value: Any) -> datetime | None:
@@ -84,6 +94,9 @@ def decode_beat(body: bytes) -> Beat | None:
             _time(data.get("last_fire_at")),
             _time(data.get("next_fire_at")),
             float(data.get("lag_seconds") or 0.0),
+            int(data.get("partition_count") or 1),
+            tuple(int(p) for p in data.get("partitions") or ()),
+            data.get("leaving") is True,
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -132,8 +145,30 @@ class SchedulerView:
         """True while a scheduler holds the leader queue and beats."""
         return self.leader is not None
 
+    @property
+    def leaders(self) -> list[Beat]:
+        """Current beats of every scheduler that leads (one, or one per share of partitions)."""
+        if not self.held:
+            return []
+        return sorted(
+            (b for b in self.beats.values() if b.leading and b.fresh(self.now)),
+            key=lambda b: b.scheduler,
+        )
+
+    @property
+    def unled(self) -> int:
+        """Partitions that no current leader leads (all of them while none leads)."""
+        leaders = self.leaders
+        if not leaders:
+            return 1
+        count = leaders[0].partition_count
+        return 0 if count == 1 else count - len({p for b in leaders for p in b.partitions})
+
     def line(self) -> str:
         """One sentence for the first line of ``warren status`` and the dashboard."""
+        leaders = self.leaders
+        if leaders and leaders[0].partition_count > 1:
+            return partitions_line(leaders, len(self.standbys), self.now)
         leader, now = self.leader, self.now
         standbys = f"{len(self.standbys)} standby" if self.standbys else "no standby"
         if leader is not None:
@@ -152,14 +187,36 @@ class SchedulerView:
         return f"scheduler: DOWN: no scheduler leads ({standbys}; {last}); nothing fires"
 
 
+def partitions_line(leaders: list[Beat], standbys: int, now: datetime) -> str:
+    """Which scheduler leads which partitions, and whether every partition has a leader."""
+    count = leaders[0].partition_count
+    led = {p for b in leaders for p in b.partitions}
+    shares = ", ".join(f"{b.scheduler} {_ranges(b.partitions)}" for b in leaders)
+    state = "" if len(led) >= count else f"PARTIAL: {count - len(led)} partitions unled; "
+    last = max((b.last_fire_at for b in leaders if b.last_fire_at), default=None)
+    due = min((b.next_fire_at for b in leaders if b.next_fire_at), default=None)
+    return (
+        f"scheduler: {state}{len(leaders)} lead {len(led)} of {count} partitions ({shares}; "
+        f"{standbys} standby); last fire {relative(last, now)}, next {relative(due, now)}"
+    )
+
+
+def _ranges(partitions: tuple[int, ...]) -> str:
+    # 0-7,12 rather than 64 numbers in a line.
+    spans: list[list[int]] = []
+    for p in sorted(partitions):
+        if spans and p == spans[-1][1] + 1:
+            spans[-1][1] = p
+        else:
+            spans.append([p, p])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "-"
+
+
 async def recent_beats(connection: AbstractConnection, names: Names) -> list[Beat]:
     """The latest beats in the stream (an empty list when there is none)."""
     if not await declare_beats(connection, names):
         return []
-    channel = await open_channel(connection)
-    await channel.set_qos(prefetch_count=1)
-    end = await last_offset(channel, names.beat_stream)
-    await channel.close()
+    end = await stream_end(connection, names.beat_stream)
     if end is None:
         return []
     start = max(0, end.offset - RECENT_BEATS)
@@ -170,14 +227,15 @@ async def recent_beats(connection: AbstractConnection, names: Names) -> list[Bea
 
 
 async def scheduler_view(
-    connection: AbstractConnection, names: Names, now: datetime
+    connection: AbstractConnection, names: Names, now: datetime, partitions: int = 1
 ) -> SchedulerView:
-    """The leader queue and the latest beats, read now."""
-    held = await leader_held(connection, names)
+    """The leader queue (of ``partitions``) and the latest beats, read now."""
+    held = await leader_held(connection, names, partitions)
     return SchedulerView(held, latest_by_scheduler(await recent_beats(connection, names)), now)
 
 
-async def leader_held(connection: AbstractConnection, names: Names) -> bool:
-    """True while the leader queue has an active consumer (or, from a scheduler older than the
-    quorum lock, while its exclusive queue of that name is held)."""
-    return bool(await consumer_count(connection, names.leader_queue))
+async def leader_held(connection: AbstractConnection, names: Names, partitions: int = 1) -> bool:
+    """True while the leader queue (the first partition's lock) has an active consumer (or,
+    from a scheduler older than the quorum lock, while its exclusive queue is held)."""
+    queue = names.partition_leader_queue(0, partitions)
+    return bool(await consumer_count(connection, queue))

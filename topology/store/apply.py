@@ -11,6 +11,8 @@ anything is written: one conflict and nothing changes.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +27,8 @@ Action = Literal["create", "change", "adopt", "same", "archive"]
 #: The manager the scheduler records when it applies its own file on a reload: one name for
 #: every scheduler of the namespace, wherever each keeps its copy of the file.
 SCHEDULER_FILE = "CRON_SCHEDULES_FILE"
+#: Specs planned between two turns of the event loop.
+PLAN_CHUNK = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +66,20 @@ class Options:
     force: bool = False
 
 
-def plan_apply(specs: list[ScheduleSpec], entries: dict[str, Entry], options: Options) -> Plan:
-    """The steps that make the store hold ``specs``; conflicts listed, nothing decided."""
-    plan = Plan()
-    for spec in specs:
+async def plan_apply(
+    specs: Iterable[ScheduleSpec], entries: dict[str, Entry], options: Options
+) -> Plan:
+    """The steps that make the store hold ``specs``; conflicts listed, nothing decided. The
+    event loop runs every ``PLAN_CHUNK`` specs (a lazy ``specs`` is decoded as it goes):
+    a leader that planned a file of 1,000,000 at once held its loop for 20 s, lost its
+    lease and its connection (heartbeats unanswered), and planned again, for ever."""
+    plan, named = Plan(), set()
+    for index, spec in enumerate(specs, 1):
+        named.add(spec.name)
         _plan_one(spec, entries.get(spec.name), options, plan)
+        if index % PLAN_CHUNK == 0:
+            await asyncio.sleep(0)
     if options.prune:
-        named = {spec.name for spec in specs}
         plan.steps += [
             Step("archive", name, entry.version)
             for name, entry in sorted(entries.items())

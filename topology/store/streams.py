@@ -23,8 +23,8 @@ from warren_cron.history.stream import declare_stream, stream_arguments
 from warren_cron.names import Names
 from warren_cron.store.changes import Change
 
-#: The log keeps this many bytes; snapshots are written far more often than it fills (at
-#: most ``SNAPSHOT_MOST`` changes of at most ``MAX_SPEC_BYTES`` each between two: 330 MB).
+#: The log keeps this many bytes; a snapshot is written before a quarter of it is past the
+#: newest one (``book.SNAPSHOT_BYTES``).
 LOG_MAX_BYTES = 2_000_000_000
 CHANGE, SNAPSHOT, MARKER = "change", "snapshot", "marker"
 _NO_HEADERS: dict[str, str] = {}

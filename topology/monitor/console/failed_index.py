@@ -27,7 +27,7 @@ import structlog
 from aio_pika.abc import AbstractConnection
 
 from warren_cron.clock import utcnow
-from warren_cron.errors import BROKER_TROUBLE
+from warren_cron.errors import cuts_logged
 from warren_cron.failed.select import RecordFilter, exact
 from warren_cron.failed.store import each_record, read_records
 from warren_cron.names import Names
@@ -109,10 +109,8 @@ class FailedIndex:
     async def run(self, connection: AbstractConnection, stop: asyncio.Event) -> None:
         """Refresh until ``stop`` is set; broker trouble waits for the next round."""
         while not stop.is_set():
-            try:
+            with cuts_logged(log.warning, "failed queue not read; trying again"):
                 await self.refresh(connection)
-            except BROKER_TROUBLE as error:
-                log.warning("failed queue not read; trying again", error=repr(error))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.refresh_seconds)
 
