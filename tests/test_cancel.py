@@ -20,6 +20,8 @@ from warren_cron.history.lifecycle import RunStatus
 from warren_cron.names import DELAY_LEVELS
 
 pytestmark = pytest.mark.broker
+#: How long a failed attempt's retry waits in the retry-queue test.
+RETRY_WAIT_MS = 8000
 
 
 async def attempts_end(handle: RunHandle, outcome: str, timeout: float = 20) -> RunStatus:
@@ -79,14 +81,17 @@ async def test_a_delayed_run_cancelled_an_hour_ahead_never_runs_and_ends_cancell
 async def test_a_run_waiting_in_a_retry_queue_is_not_retried(
     client: Client, run_worker: Any
 ) -> None:
-    """A run whose first attempt failed and waits 2 s in its retry queue: cancelled, its
+    """A run whose first attempt failed and waits 8 s in its retry queue: cancelled, its
     retry never runs."""
     job = Recorder(failures=5)
     await run_worker(registry(job=job))
-    handle = client.run(await client.enqueue("job", plan=plan(2000)))
+    # 8 s, not 2: the cancel must be stored and read while the retry waits, and on a loaded
+    # machine seeing the first attempt's end in history can alone take seconds.
+    handle = client.run(await client.enqueue("job", plan=plan(RETRY_WAIT_MS)))
     await attempts_end(handle, "retrying")
-    await handle.cancel("stop retrying")
-    status = await attempts_end(handle, "cancelled")
+    answer = await handle.cancel("stop retrying")
+    assert answer.cancelled and answer.state == "retrying"
+    status = await attempts_end(handle, "cancelled", timeout=RETRY_WAIT_MS / 1000 + 20)
     assert len(job.calls) == 1 and status.state == "cancelled"
 
 

@@ -17,7 +17,7 @@ from warren_cron.client.options import EnqueueOptions, one_off
 from warren_cron.delay import delay_key
 from warren_cron.envelope import CONTENT_TYPE, Envelope
 from warren_cron.errors import MessageDecodeError
-from warren_cron.failed.replay import replay_message
+from warren_cron.failed.replay_message import replay_message
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record, failure_record, read_record
 from warren_cron.scheduler.publisher import fire_message

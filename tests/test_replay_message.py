@@ -9,7 +9,7 @@ import pytest
 
 from tests.wire import ENVELOPE, MAIN, T0, death, delivered, incoming, task_message, worker_delivery
 from warren_cron import codec
-from warren_cron.failed.replay import HISTORY_LIMIT, replay_headers, replay_message
+from warren_cron.failed.replay_message import HISTORY_LIMIT, replay_headers, replay_message
 from warren_cron.headers import attempt_number
 from warren_cron.names import FAILED_KEY
 from warren_cron.plan import RetryPlan, task_plan

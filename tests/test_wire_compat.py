@@ -22,7 +22,7 @@ from tests.wire import MAIN, arrived, incoming, schedules, unframed, worker_deli
 from warren_cron import codec
 from warren_cron.broker.batch import encode
 from warren_cron.envelope import Envelope
-from warren_cron.failed.replay import replay_message
+from warren_cron.failed.replay_message import replay_message
 from warren_cron.names import FAILED_KEY
 from warren_cron.records import Failure, envelope_record, failure_record, read_record
 from warren_cron.scheduler.publisher import fire_message

@@ -5,8 +5,11 @@ before it is acked from the failed queue. Up to ``WINDOW`` records are in flight
 reading the next record does not wait for the confirm of the last, and each record is acked
 when its own confirm arrives. If the connection drops, unacked records go back to
 the failed queue and the run resumes once the broker answers: a record whose publish was
-confirmed but whose ack was lost is acked on the next pass without a second publish. At worst
-a task is in both queues; its run id tells the copies apart.
+confirmed but whose ack was lost is acked on the next pass without a second publish. One
+whose publish was sent but never confirmed is sent again (the broker may have lost it) and
+the replay says so, by run id and in its count of ``resent``: its first copy may have reached
+the queue, so that task may run twice. At worst a task is in both queues; its run id tells
+the copies apart.
 
 A replay strips the broker's ``x-death`` (RabbitMQ 4.x ignores one a client sends), keeps the
 record's history under ``cron-history`` and counts replays in ``cron-replays``. The worker
@@ -24,74 +27,32 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import Any
 
-import aio_pika
 import structlog
 from aio_pika.abc import AbstractExchange, AbstractIncomingMessage, AbstractRobustConnection
-from aiormq.exceptions import DeliveryError
+from aiormq.exceptions import ChannelInvalidStateError, DeliveryError
 
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.held import Held, holding
 from warren_cron.broker.inspect import fingerprint
 from warren_cron.clock import utcnow
-from warren_cron.codec import persistent_message, task_headers
 from warren_cron.declare import PlanDeclarer, declare_topology
 from warren_cron.errors import BROKER_TROUBLE, BrokerUnavailable
+from warren_cron.failed.replay_message import replay_message
 from warren_cron.failed.select import RecordFilter
 from warren_cron.failed.tally import Progress, Tally
 from warren_cron.failed.window import Window
-from warren_cron.headers import H_HISTORY, H_REPLAYS
 from warren_cron.history.events import record_event
 from warren_cron.history.publisher import HistoryPublisher, publishing
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
-from warren_cron.records import ERROR_CHARS, RECORD_HEADERS, FailedRecord, read_record
+from warren_cron.records import FailedRecord, read_record
 from warren_cron.runtime.settings import CronSettings
 
 log = structlog.get_logger("replay")
-#: Failures kept in ``cron-history``: AMQP headers must fit in one frame.
-HISTORY_LIMIT = 5
 PUBLISH_TIMEOUT_SECONDS = 30.0
 #: Records published and waiting for their confirm at any one time.
 WINDOW = 200
-
-
-def history_entry(record: FailedRecord) -> dict[str, Any]:
-    """One failure of a task, as kept under ``cron-history`` after a replay."""
-    entry: dict[str, Any] = {
-        "reason": record.reason,
-        "attempts": record.attempts,
-        "replay": record.replays,
-        "x-death": list(record.history),
-    }
-    if record.error is not None:
-        entry["error"] = record.error[:ERROR_CHARS]
-    if record.failed_at is not None:
-        entry["failed-at"] = record.failed_at.isoformat()
-    if record.routing_key is not None:
-        entry["routing-key"] = record.routing_key
-    return entry
-
-
-def replay_headers(record: FailedRecord) -> dict[str, Any]:
-    """The task's own headers, the history of its failures, and one more replay counted."""
-    headers = {
-        k: v
-        for k, v in record.headers.items()
-        if not k.startswith("x-") and k not in RECORD_HEADERS and k != H_HISTORY
-    }
-    previous = record.headers.get(H_HISTORY)
-    earlier = list(previous) if isinstance(previous, list) else []
-    headers[H_HISTORY] = [history_entry(record), *earlier][:HISTORY_LIMIT]
-    headers[H_REPLAYS] = record.replays + 1
-    return task_headers(record.run_id, extra=headers)
-
-
-def replay_message(record: FailedRecord, now: datetime | None = None) -> aio_pika.Message:
-    """The task message a replay publishes: same body and run id, fresh history, stamped now."""
-    props = {**record.properties, "timestamp": now or utcnow()}
-    return persistent_message(record.body, replay_headers(record), props)
 
 
 @dataclass
@@ -124,6 +85,9 @@ class Replayer:
         self._published: dict[str, tuple[str, datetime]] = {}
         self._history: HistoryPublisher | None = None
         self._refused: set[str] = set()
+        #: Records whose copy went out with no answer before the connection was lost.
+        self._unsure: set[str] = set()
+        self._resent: set[str] = set()
         #: Records by content: read, matched and moved, each counted once however often read.
         self._scanned: set[str] = set()
         self._matched: set[str] = set()
@@ -227,6 +191,8 @@ class Replayer:
             await held.ack(message)  # confirmed on an earlier pass whose ack was lost
             self._moved(record, key)
         else:
+            if key in self._unsure:
+                self._resend(record, key)
             await self._pace()
             plan = self.options.plan_for(record)
             await plans.declare(plan)
@@ -270,15 +236,34 @@ class Replayer:
     ) -> bool:
         # The replay's time is that of the publish: the task may run before the ack.
         at = utcnow()
+        # Unsure until the broker answers: a cut (or a cancel) past this point may have left
+        # the copy in the queue, and a next pass sending it again says the task may run twice.
+        self._unsure.add(key)
         try:
             await exchange.publish(
                 replay_message(record), plan.key, mandatory=True, timeout=PUBLISH_TIMEOUT_SECONDS
             )
         except DeliveryError as error:
+            self._unsure.discard(key)
             self._refuse(record, key, f"not confirmed: {error!r}")
             return False
+        except ChannelInvalidStateError:
+            self._unsure.discard(key)  # aio-pika raises it before a frame is written: never sent
+            raise
+        self._unsure.discard(key)
         self._published[key] = (plan.key, at)
         return True
+
+    def _resend(self, record: FailedRecord, key: str) -> None:
+        if key in self._resent:
+            return  # said on an earlier pass
+        self._resent.add(key)
+        self.tally.resent += 1
+        log.warning(
+            "record sent again: its first copy went out unconfirmed when the broker went away,"
+            " so the task may run twice",
+            run_id=record.run_id,
+        )
 
     def _refuse(self, record: FailedRecord, key: str, why: str) -> None:
         self._refused.add(key)

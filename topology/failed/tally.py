@@ -17,5 +17,8 @@ class Tally:
     matched: int = 0
     moved: int = 0
     failed: int = 0
+    #: Records sent again after their first copy went out unconfirmed when the broker went
+    #: away: their task may run twice.
+    resent: int = 0
     reconnects: int = 0
     errors: list[str] = field(default_factory=list)

@@ -237,6 +237,11 @@ def summary(tally: Tally, verb: Verb, dry_run: bool = False, agreed: int | None 
     line = f"{_PAST[verb]} {tally.moved} of {whole}"
     if tally.failed:
         line += f"; {tally.failed} could not be moved and stay in the failed queue"
+    if tally.resent:
+        line += (
+            f"; {tally.resent} sent again after the broker went away before confirming them"
+            " (each may run twice; the log names them)"
+        )
     unseen = tally.matched - tally.moved - tally.failed
     if unseen > 0:
         line += f"; {unseen} not seen again after a reconnect"

@@ -68,6 +68,7 @@ def _moved(tally: Tally, dry_run: bool, verb: Verb) -> Moved:
         matched=tally.matched,
         moved=tally.moved,
         failed=tally.failed,
+        resent=tally.resent,
         message=summary(tally, verb, dry_run),
     )
 

@@ -170,6 +170,11 @@ class Moved(BaseModel):
     matched: int
     moved: int
     failed: int = Field(description="records that could not be moved and stay")
+    resent: int = Field(
+        0,
+        description="records sent again after the broker went away before confirming them:"
+        " each may run twice",
+    )
     message: str
 
 
