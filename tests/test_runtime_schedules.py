@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from collections.abc import MutableMapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,25 +36,48 @@ async def fired(broker: TestBroker, name: str, count: int, timeout: float = 15) 
 async def test_created_updated_and_archived_schedules_fire_as_the_store_says(
     broker: TestBroker, client: Client, schedulers: Schedulers, tmp_path: Path
 ) -> None:
-    """create fires within moments; an update to every 1s takes effect on the leader; an
-    archive stops the fires; the file's schedule fires throughout."""
+    """create fires within moments; an update to every 1h stops the fires due after the
+    leader applied it, one back to every 1s resumes them; an archive stops them; the file's
+    schedule fires throughout."""
     path = tmp_path / "schedules.toml"
     write_schedules(broker, path, every("from-file", "1s"))
-    await schedulers.start(path)
-    made = await client.create_schedule({"name": "rt", "every": "1s", "task": "noop"})
-    await fired(broker, "rt", 2)
-    slow = await client.update_schedule("rt", {"every": "1h"}, version=made.version)
-    changed_at = utcnow()
-    await asyncio.sleep(2.5)
-    assert all(t <= changed_at + SECOND for t in await fire_times(broker, "rt"))
-    await client.update_schedule("rt", {"every": "1s"}, version=slow.version)
-    before = len(await fire_times(broker, "rt"))
-    await fired(broker, "rt", before + 2)
-    await client.archive_schedule("rt", reason="done")
-    archived_at = utcnow()
-    await asyncio.sleep(2.5)
-    assert all(t <= archived_at + SECOND for t in await fire_times(broker, "rt"))
+    with capture_logs() as logs:
+        await schedulers.start(path)
+        made = await client.create_schedule({"name": "rt", "every": "1s", "task": "noop"})
+        await fired(broker, "rt", 2)
+        slow = await client.update_schedule("rt", {"every": "1h"}, version=made.version)
+        changed_at = await applied(logs, "rt", slow.version)
+        await file_fires_twice_more(broker)
+        assert all(t <= changed_at for t in await fire_times(broker, "rt"))
+        await client.update_schedule("rt", {"every": "1s"}, version=slow.version)
+        before = len(await fire_times(broker, "rt"))
+        await fired(broker, "rt", before + 2)
+        archived = await client.archive_schedule("rt", reason="done")
+        archived_at = await applied(logs, "rt", archived.version)
+        await file_fires_twice_more(broker)
+    assert all(t <= archived_at for t in await fire_times(broker, "rt"))
     assert max(await fire_times(broker, "from-file")) > archived_at
+
+
+async def applied(logs: list[MutableMapping[str, Any]], name: str, version: int) -> datetime:
+    """Wait until the leader logged applying ``version`` of ``name``; when that was seen."""
+
+    def seen() -> bool:
+        return any(
+            e["event"] == "runtime schedule changed"
+            and (e["schedule"], e["version"]) == (name, version)
+            for e in logs
+        )
+
+    await eventually(seen, 30, what=f"{name} v{version} applied")
+    return utcnow()
+
+
+async def file_fires_twice_more(broker: TestBroker) -> None:
+    """Wait until the file's every-1s schedule fired twice more: the leader's loop went on
+    past a second, a window measured by its own progress rather than by the wall clock."""
+    before = len(await fire_times(broker, "from-file"))
+    await fired(broker, "from-file", before + 2)
 
 
 async def test_a_new_leader_reads_the_store_and_writes_a_snapshot(
