@@ -90,6 +90,8 @@ class Bench:
         self.plan_keys: set[str] = set()
         #: Scheduler partitions a benchmark ran with: their locks and watermarks go too.
         self.partitions = 1
+        #: The schedulers' ``CRON_LEADER_RETRY_SECONDS`` (``bench.py schedules``).
+        self.leader_retry = 0.2
         #: What the benchmark declares with; its processes get the same queue type.
         self.settings = settings.model_copy(update={"amqp_url": url})
 

@@ -50,7 +50,11 @@ SPLIT = b'"event":"leading partitions"'
 CHUNK = 5000
 #: After the standby is up and before the idle window: the leader settles.
 SETTLE_SECONDS = 5.0
-ENV = {"CRON_LEADER_RETRY_SECONDS": "0.2"}
+#: The schedulers' lock retry unless ``--leader-retry`` says otherwise: a standby takes over
+#: within it after a ``kill -9``. With partitions every scheduler probes each lock it does not
+#: hold once a retry (64 at 0.2 s: 320 probes a second each), a load on the broker the
+#: product's default (3 s) does not make.
+LEADER_RETRY = 0.2
 Popen = subprocess.Popen[bytes]
 
 
@@ -91,7 +95,10 @@ def toml_entry(spec: dict[str, Any]) -> str:
 def start_scheduler(bench: Bench, path: Path, log: Path, mark: bytes | None) -> Popen:
     """A scheduler on ``path``; returns once its log has ``mark`` (leading, standing by),
     at once without one."""
-    env = {**ENV, "CRON_SCHEDULER_PARTITIONS": str(bench.partitions)}
+    env = {
+        "CRON_LEADER_RETRY_SECONDS": str(bench.leader_retry),
+        "CRON_SCHEDULER_PARTITIONS": str(bench.partitions),
+    }
     process = start(
         ["-m", "warren_cron.scheduler"], bench, log, CRON_SCHEDULES_FILE=str(path), **env
     )
@@ -164,6 +171,7 @@ def contender(args: Any, workdir: Path, runtime: bool) -> dict[str, float]:
     bench = Bench(args.url)
     bench.plan_keys.update(step.key for step in PLAN.suffixes())  # the scheduler declares it
     bench.partitions = args.partitions
+    bench.leader_retry = args.leader_retry
     stamp = f"{'rt' if runtime else 'file'}-{bench.names.namespace}"
     path = workdir / f"{stamp}.toml"
     logs = [workdir / f"{stamp}-{n}.log" for n in range(args.schedulers)]
@@ -265,4 +273,10 @@ def add_command(sub: Any) -> None:
     command.add_argument("--schedulers", type=int, default=2, help="schedulers running")
     command.add_argument(
         "--partitions", type=int, default=1, help="CRON_SCHEDULER_PARTITIONS (1: a standby)"
+    )
+    command.add_argument(
+        "--leader-retry",
+        type=float,
+        default=LEADER_RETRY,
+        help="CRON_LEADER_RETRY_SECONDS of the schedulers",
     )
