@@ -36,6 +36,22 @@ def test_tasks_stuck_in_the_main_queue_on_3_10_are_the_one_expected_failure(
         pass
 
 
+def test_a_task_stuck_in_a_retry_queue_on_3_10_is_expected_only_where_a_test_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A test that moves quorum leaders by a freeze accepts a task stuck in a retry queue on
+    3.10 as the expected failure; on 4.x it still fails."""
+    monkeypatch.setattr(cluster, "release", lambda: "3")
+    with (
+        pytest.raises(pytest.xfail.Exception, match="stuck in a retry queue"),
+        stuck_on_3_10(SCENARIO, retry_queues=True),
+    ):
+        raise STUCK_RETRYING
+    monkeypatch.setattr(cluster, "release", lambda: "4")
+    with pytest.raises(StillInFlight), stuck_on_3_10(SCENARIO, retry_queues=True):
+        raise STUCK_RETRYING
+
+
 @pytest.mark.parametrize(
     ("release", "error"),
     [
