@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import structlog.testing
 from prometheus_client import REGISTRY
 
 from tests.conftest import plan
@@ -54,13 +55,17 @@ async def test_each_attempt_and_the_failure_are_in_the_history(
 
 
 async def test_a_success_ends_the_run(broker: TestBroker, run_worker: Any) -> None:
-    """One attempt event with outcome succeeded; the run's outcome follows it."""
-    await run_worker(registry(job=Recorder()))
-    env = envelope("job")
-    await publish(broker, env, plan(100))
-    events = await wait_history(broker, lambda e: bool(of_type(e, "attempt")), "an attempt")
+    """One attempt event with outcome succeeded; the run's outcome follows it; the attempt's
+    log line says the same time as its event."""
+    with structlog.testing.capture_logs() as lines:
+        await run_worker(registry(job=Recorder()))
+        env = envelope("job")
+        await publish(broker, env, plan(100))
+        events = await wait_history(broker, lambda e: bool(of_type(e, "attempt")), "an attempt")
     [attempt] = of_type(events, "attempt")
     assert (attempt.get("outcome"), attempt.get("reason")) == ("succeeded", "succeeded")
+    [line] = [line for line in lines if line["event"] == "attempt"]
+    assert datetime.fromisoformat(line["timestamp"]) == attempt.at
     assert fold_runs(events)[env.run_id].outcome == "succeeded"
     assert not of_type(events, "failed")
 

@@ -8,6 +8,7 @@ import logging
 import re
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aio_pika.robust_connection
@@ -18,7 +19,7 @@ import pytest
 import structlog
 
 from warren_cron.runtime.chatter import CHATTER
-from warren_cron.runtime.logs import configure_logging
+from warren_cron.runtime.logs import DictLines, configure_logging
 
 #: Each library logger the chatter table names, with the module that logs through it.
 LIBRARY_MODULES = {
@@ -171,3 +172,38 @@ def test_console_format_renders_library_lines_like_its_own(
     assert err == ""
     assert "[warning" in out and "disk full" in out and "some.library" in out
     assert "WARNING:some.library" not in out
+
+
+def test_a_line_from_a_dict_is_the_line_of_keywords(capfd: pytest.CaptureFixture[str]) -> None:
+    """``DictLines`` writes what ``logger.info(event, **fields)`` writes (the worker's attempt
+    line), its own timestamp kept, and leaves the caller's dict as it was."""
+    configure("INFO")
+    logger = structlog.get_logger("worker").bind()
+    fields: dict[str, Any] = {"run_id": "r1", "attempt": 2, "error": None}
+    stamped = {**fields, "timestamp": "2026-11-29T15:00:00.000001Z"}
+    DictLines(logger).write("warning", "attempt", stamped)
+    logger.warning("attempt", **stamped)
+    ours, theirs = json_lines(capfd)
+    assert ours == theirs
+    assert ours["timestamp"] == "2026-11-29T15:00:00.000001Z"
+    assert (ours["level"], ours["logger"], ours["run_id"]) == ("warning", "worker", "r1")
+    assert stamped == {**fields, "timestamp": "2026-11-29T15:00:00.000001Z"}
+
+
+def test_a_line_from_a_dict_keeps_the_level_filter(capfd: pytest.CaptureFixture[str]) -> None:
+    """At ``CRON_LOG_LEVEL=WARNING`` an info line from a dict is dropped, an error kept."""
+    configure("WARNING")
+    lines = DictLines(structlog.get_logger("worker").bind())
+    lines.write("info", "attempt", {"outcome": "succeeded"})
+    lines.write("error", "attempt", {"outcome": "failed"})
+    [line] = json_lines(capfd)
+    assert (line["level"], line["outcome"]) == ("error", "failed")
+
+
+def test_a_line_without_its_own_time_is_stamped_now(capfd: pytest.CaptureFixture[str]) -> None:
+    """A line that brings no timestamp gets the current time, ISO 8601 in UTC."""
+    configure("INFO")
+    before = datetime.now(UTC)
+    DictLines(structlog.get_logger("worker").bind()).write("info", "attempt", {})
+    [line] = json_lines(capfd)
+    assert before <= datetime.fromisoformat(line["timestamp"]) <= datetime.now(UTC)

@@ -24,6 +24,7 @@ from warren_cron.envelope import Envelope
 from warren_cron.headers import H_REPLAYS, H_SCHEDULE, number
 from warren_cron.history.events import SCHEMA, event, excerpt
 from warren_cron.history.publisher import HistoryPublisher
+from warren_cron.runtime.logs import DictLines
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Action, Verdict
 from warren_cron.worker.metrics import WorkerMetrics
@@ -69,7 +70,7 @@ class Reporter:
         self._where = where()
         #: The line writer, bound at the first attempt's end (after logging is configured),
         #: as structlog's lazy logger would, without a look-up through it each line.
-        self._log: Any = None
+        self._lines: DictLines | None = None
         #: Attempts begun whose ``started`` event is not written yet: when, and what.
         self._starting: dict[Delivery, tuple[str, Envelope, int, str | None]] = {}
         if history is not None:
@@ -105,21 +106,16 @@ class Reporter:
             if verdict.key is not None and verdict.action is Action.DEFER:
                 self._metrics.deferred(verdict.reason, verdict.key)
         duration_ms = round(end.seconds * 1000, 2)
-        getattr(self._log or self._bound(), _LEVELS[outcome])(
-            "attempt",
-            **ids,
-            attempt=end.attempt,
-            outcome=outcome,
-            reason=verdict.reason,
-            duration_ms=duration_ms,
-            error=verdict.error,
-        )
+        line = {**ids, "attempt": end.attempt, "outcome": outcome, "reason": verdict.reason}
+        # Stamped with the time its attempt ended, as its history event is.
+        line.update(duration_ms=duration_ms, error=verdict.error, timestamp=end.at)
+        (self._lines or self._bound()).write(_LEVELS[outcome], "attempt", line)
         if self._history is not None:
             self._to_history(self._history, end, ids, outcome, duration_ms)
 
-    def _bound(self) -> Any:
-        self._log = log.bind()
-        return self._log
+    def _bound(self) -> DictLines:
+        self._lines = DictLines(log.bind())
+        return self._lines
 
     def _to_history(
         self, history: HistoryPublisher, end: Ended, ids: dict[str, Any], outcome: str, ms: float
