@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import functools
 import os
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ from benchlib import http as http_bench
 from benchlib import instructions as instructions_bench
 from benchlib import lag as lag_bench
 from benchlib import memory as memory_bench
+from benchlib import peers as peers_bench
 from benchlib import replay as replay_bench
 from benchlib import runtime_schedules as schedules_bench
 from benchlib import scale as scale_bench
@@ -205,6 +207,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Bench, Path], dict[str, Any]]]
     "schedules": schedules_bench.schedules,
     "memory": memory_bench.memory,
     "startup": startup_bench.startup,
+    # run_raw lives here, beside the raw consumer it starts.
+    "peers": functools.partial(peers_bench.peers, raw=run_raw),
 }
 
 
@@ -234,6 +238,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         memory_bench,
         startup_bench,
         handover_bench,
+        peers_bench,
     ):
         module.add_command(sub)
     return parser.parse_args(argv)
