@@ -257,6 +257,10 @@ BROKER_TROUBLE: tuple[type[BaseException], ...] = (
 #: of the caller's task: whoever catches it re-raises it while its task is being cancelled
 #: (``being_cancelled``).
 BROKER_CUT: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, asyncio.CancelledError)
+#: Any failure of a call, with the CancelledError aiormq fails it with on a dropped
+#: connection: for a step whose every failure has one answer (log it, try again, fall back);
+#: whoever catches it re-raises it while its task is being cancelled (``being_cancelled``).
+FAILED_OR_CUT: tuple[type[BaseException], ...] = (Exception, asyncio.CancelledError)
 
 
 def being_cancelled() -> bool:

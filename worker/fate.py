@@ -33,7 +33,7 @@ from aio_pika.message import Message
 from aiormq.exceptions import ChannelInvalidStateError
 
 from warren_cron.clock import utcnow
-from warren_cron.errors import CONNECTION_ERRORS, being_cancelled
+from warren_cron.errors import CONNECTION_ERRORS, FAILED_OR_CUT, being_cancelled
 from warren_cron.names import FAILED_KEY, FINAL_KEY
 from warren_cron.plan import RetryPlan, is_retry_key
 from warren_cron.records import Failure, Received, failure_record
@@ -200,7 +200,7 @@ class Settler:
         record = failure_record(recorded or message, failure, run_id=run_id)
         try:
             await asyncio.wait_for(self._publish(record), RECORD_TIMEOUT_SECONDS)
-        except (Exception, asyncio.CancelledError) as error:
+        except FAILED_OR_CUT as error:
             if being_cancelled():  # aiormq's own CancelledError (a stuck drop) is a failure
                 raise
             log.warning(

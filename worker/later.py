@@ -10,7 +10,6 @@ published leaves the caller to NACK the original into its retry plan, so nothing
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aio_pika
@@ -20,7 +19,7 @@ from aio_pika.abc import AbstractChannel, AbstractExchange
 from warren_cron.codec import kept_properties, persistent_message
 from warren_cron.declare import QueueType
 from warren_cron.delay import DelayDeclarer, delay_key
-from warren_cron.errors import being_cancelled
+from warren_cron.errors import FAILED_OR_CUT, being_cancelled
 from warren_cron.headers import H_SPENT, X_DEATH
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
@@ -53,7 +52,7 @@ class Later:
         """Publish the copy, due in ``hold`` s with plan ``plan_key``; False if not confirmed."""
         try:
             await self._publish(later_message(message, spent), hold, plan_key)
-        except (Exception, asyncio.CancelledError) as error:
+        except FAILED_OR_CUT as error:
             if being_cancelled():  # aiormq's own CancelledError (a stuck drop) is a failure
                 raise
             self._delays.forget()  # the levels may have been deleted: declare them again

@@ -23,7 +23,7 @@ from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
 from warren_cron.broker.underlay import RawChannel, consuming, underlay
-from warren_cron.errors import being_cancelled
+from warren_cron.errors import FAILED_OR_CUT, being_cancelled
 from warren_cron.worker.acks import Acks
 
 log = structlog.get_logger("worker")
@@ -103,7 +103,7 @@ class Subscription:
             self._wake.clear()
             try:
                 await self._restore(redeclare)
-            except (Exception, asyncio.CancelledError) as error:
+            except FAILED_OR_CUT as error:
                 # aiormq fails a call under way on a connection it dropped as stuck with a
                 # CancelledError that is no cancel of this task: the keeper must live on.
                 if being_cancelled():
