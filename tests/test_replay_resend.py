@@ -37,18 +37,23 @@ def cut_after_first_copy(monkeypatch: pytest.MonkeyPatch, exchange: str) -> list
     return cut
 
 
+def replayer(broker: TestBroker) -> Replayer:
+    """A replay of every failed record of ``broker``'s namespace, through a 1 minute plan."""
+    broker.plan_keys.add("1m")
+    settings = CronSettings(namespace=broker.names.namespace, amqp_url=broker.url)
+    options = ReplayOptions(select=RecordFilter(), plan_for=lambda record: plan(60_000))
+    return Replayer(settings, options)
+
+
 async def test_a_copy_whose_confirm_was_lost_is_sent_again_and_named(
     broker: TestBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three records, the first copy's confirm lost: the replay resumes, sends that record
     again, moves all three, logs the run id as sent again and counts it in its summary."""
     envs = await put_failed(broker, 3)
-    broker.plan_keys.add("1m")
     cut = cut_after_first_copy(monkeypatch, broker.names.tasks_exchange)
-    settings = CronSettings(namespace=broker.names.namespace, amqp_url=broker.url)
-    options = ReplayOptions(select=RecordFilter(), plan_for=lambda record: plan(60_000))
     with structlog.testing.capture_logs() as logs:
-        tally = await Replayer(settings, options).run()
+        tally = await replayer(broker).run()
     assert (tally.reconnects, tally.resent, tally.moved, tally.errors) == (1, 1, 3, [])
     [first] = cut
     in_main = await ids_in(broker, broker.names.main_queue)
@@ -62,10 +67,7 @@ async def test_a_copy_whose_confirm_was_lost_is_sent_again_and_named(
 async def test_a_replay_with_every_confirm_sends_nothing_again(broker: TestBroker) -> None:
     """The ordinary run, for contrast: each record sent once, none counted as sent again."""
     envs = await put_failed(broker, 3)
-    broker.plan_keys.add("1m")
-    settings = CronSettings(namespace=broker.names.namespace, amqp_url=broker.url)
-    options = ReplayOptions(select=RecordFilter(), plan_for=lambda record: plan(60_000))
-    tally = await Replayer(settings, options).run()
+    tally = await replayer(broker).run()
     assert (tally.reconnects, tally.resent, tally.moved) == (0, 0, 3)
     in_main = await ids_in(broker, broker.names.main_queue)
     assert sorted(in_main) == sorted(env.run_id for env in envs)
