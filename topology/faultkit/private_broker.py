@@ -387,4 +387,12 @@ class PrivateBroker:
         if answered:
             return
         tail = (self.base / "server.out").read_text(errors="replace")[-2000:]
-        raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}")
+        raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        """The end of the node's own log: why its vhost or boot failed is written there, and
+        the node's folder is deleted with the test."""
+        logs = sorted((self.base / "log").glob("*.log"), key=lambda path: path.stat().st_size)
+        if not logs:
+            return ""
+        return f"\n--- {logs[-1].name}:\n{logs[-1].read_text(errors='replace')[-6000:]}"
