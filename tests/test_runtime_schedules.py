@@ -124,10 +124,12 @@ async def test_a_leader_back_after_a_lost_connection_catches_up_on_the_changes_m
     it leads again (no second read of the store), and runs them: a schedule created then
     fires, one archived then stops."""
     connections: list[AbstractConnection] = []
-    away = asyncio.Event()
+    cut, away = asyncio.Event(), asyncio.Event()
 
     async def gated(*args: Any) -> AbstractConnection:
-        if connections:
+        # Held only after the test's own cut: a connection the broker closed before (RabbitMQ
+        # 3.10 once closed one with INTERNAL_ERROR under load) is opened again at once.
+        if cut.is_set():
             await away.wait()  # the test changes the store while no connection is open
         connections.append(await open_connection(*args))
         return connections[-1]
@@ -139,6 +141,7 @@ async def test_a_leader_back_after_a_lost_connection_catches_up_on_the_changes_m
     with capture_logs() as logs:
         instance = await schedulers.start(path)
         await fired(broker, "old", 1)
+        cut.set()
         await connections[-1].close()
         await eventually(lambda: not instance.leading.is_set(), 10, what="the term ended")
         await client.create_schedule({"name": "new", "every": "1s", "task": "noop"})
@@ -147,5 +150,8 @@ async def test_a_leader_back_after_a_lost_connection_catches_up_on_the_changes_m
         away.set()
         await fired(broker, "new", 1, timeout=30)
     reads = [e["event"] for e in logs if e["event"].startswith("runtime schedules")]
-    assert reads == ["runtime schedules read", "runtime schedules caught up"], reads
+    # Read once; each lead after a lost connection (the test's, and any the broker made)
+    # only caught up.
+    assert reads[0] == "runtime schedules read", reads
+    assert reads[1:] and set(reads[1:]) == {"runtime schedules caught up"}, reads
     assert all(t <= archived_at + SECOND for t in await fire_times(broker, "old"))
