@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -390,9 +391,12 @@ class PrivateBroker:
         raise BrokerNodeError(f"private RabbitMQ node did not {what}:\n{tail}{self._log_tail()}")
 
     def _log_tail(self) -> str:
-        """The end of the node's own log: why its vhost or boot failed is written there, and
-        the node's folder is deleted with the test."""
+        """The node's own log where it first said something of a vhost at error level (why
+        the vhost went down), and its end: the node's folder is deleted with the test."""
         logs = sorted((self.base / "log").glob("*.log"), key=lambda path: path.stat().st_size)
         if not logs:
             return ""
-        return f"\n--- {logs[-1].name}:\n{logs[-1].read_text(errors='replace')[-6000:]}"
+        text = logs[-1].read_text(errors="replace")
+        cause = re.search(r"^.*\[error\].*vhost.*$", text, re.MULTILINE | re.IGNORECASE)
+        first = f"{text[cause.start() : cause.start() + 5000]}\n...\n" if cause else ""
+        return f"\n--- {logs[-1].name}:\n{first}{text[-3000:]}"
