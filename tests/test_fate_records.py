@@ -17,10 +17,13 @@ from tests.helpers import envelope, publish
 from tests.namespace import TestBroker
 from warren_cron.broker.connect import connect, publish_channel
 from warren_cron.broker.underlay import underlay
+from warren_cron.delay import DelayDeclarer
 from warren_cron.headers import H_REASON
 from warren_cron.names import FINAL_KEY
+from warren_cron.plan import RetryPlan
 from warren_cron.records import Failure
 from warren_cron.worker import fate
+from warren_cron.worker import later as later_module
 from warren_cron.worker.acks import Acks
 from warren_cron.worker.delivery import Delivery
 from warren_cron.worker.fate import Settler
@@ -117,3 +120,44 @@ async def test_a_delayed_copy_cut_by_a_stuck_connection_is_not_confirmed(
     monkeypatch.setattr(Later, "_publish", cut)
     later = Later(parts.publisher, broker.names, "classic")
     assert await later.send(parts.delivery, 5, FINAL_KEY, 1, "r1") is False
+
+
+async def test_a_delayed_copy_is_declared_again_on_a_channel_the_broker_closed_under_it(
+    broker: TestBroker, parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker closes the publishing channel under the delay levels' declaration (as
+    RabbitMQ 3.10 does when two workers declare a new level at once): the levels are
+    declared again on the reopened channel and the copy is confirmed where it is due, not
+    the task NACKed into its plan's retry."""
+    declare = DelayDeclarer.declare
+    refusals: list[str] = []
+
+    async def refused_once(self: DelayDeclarer, plan: RetryPlan) -> None:
+        if not refusals:
+            refusals.append(plan.key)
+            missing = f"{broker.names.namespace}_missing"  # the broker's NOT_FOUND closes it
+            await parts.publisher.declare_queue(missing, passive=True)
+        await declare(self, plan)
+
+    monkeypatch.setattr(DelayDeclarer, "declare", refused_once)
+    later = Later(parts.publisher, broker.names, "classic", parts.publisher.ready)
+    assert await later.send(parts.delivery, 1024, FINAL_KEY, 1, "r1") is True
+    assert refusals == [FINAL_KEY]
+    await broker.wait_depth(broker.names.delay_level(10), 1)  # held 1,024 s at its level
+
+
+async def test_a_delayed_copy_refused_at_every_declaration_is_not_confirmed(
+    broker: TestBroker, parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker that closes the channel at every declaration: a bounded number of tries,
+    then a copy not confirmed (the caller NACKs the task into its plan)."""
+    tries: list[int] = []
+
+    async def always_refused(self: DelayDeclarer, plan: RetryPlan) -> None:
+        tries.append(1)
+        await parts.publisher.declare_queue(f"{broker.names.namespace}_missing", passive=True)
+
+    monkeypatch.setattr(DelayDeclarer, "declare", always_refused)
+    later = Later(parts.publisher, broker.names, "classic", parts.publisher.ready)
+    assert await later.send(parts.delivery, 1024, FINAL_KEY, 1, "r1") is False
+    assert len(tries) == later_module.DECLARE_TRIES

@@ -170,7 +170,7 @@ class Worker:
         await self._declare(channel)
         self._channel = channel
         publisher = await publish_channel(publish_conn)
-        later = Later(publisher, self.names, self.settings.queue_type)
+        later = Later(publisher, self.names, self.settings.queue_type, publisher.ready)
         dlx = await publisher.get_exchange(self.names.dlx, ensure=False)
         self._settler = Settler(dlx, later, publisher.ready)
         tasks = await publisher.get_exchange(self.names.tasks_exchange, ensure=False)

@@ -10,6 +10,8 @@ published leaves the caller to NACK the original into its retry plan, so nothing
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aio_pika
@@ -19,7 +21,7 @@ from aio_pika.abc import AbstractChannel, AbstractExchange
 from warren_cron.codec import kept_properties, persistent_message
 from warren_cron.declare import QueueType
 from warren_cron.delay import DelayDeclarer, delay_key
-from warren_cron.errors import FAILED_OR_CUT, being_cancelled
+from warren_cron.errors import BROKER_TROUBLE, FAILED_OR_CUT, being_cancelled
 from warren_cron.headers import H_SPENT, X_DEATH
 from warren_cron.names import Names
 from warren_cron.plan import RetryPlan
@@ -28,6 +30,11 @@ from warren_cron.worker.delivery import Delivery
 log = structlog.get_logger("worker")
 #: How long the copy may wait for its confirm; past it the original is NACKed instead.
 CONFIRM_TIMEOUT_SECONDS = 10.0
+#: Tries of the delay levels' declaration on a channel the broker closed under it, the wait
+#: for that channel to be reopened, and the pause before the next try.
+DECLARE_TRIES = 3
+REOPEN_WAIT_SECONDS = 5.0
+DECLARE_RETRY_SECONDS = 0.1
 
 
 def later_message(message: Delivery, spent: int) -> aio_pika.Message:
@@ -40,8 +47,15 @@ def later_message(message: Delivery, spent: int) -> aio_pika.Message:
 class Later:
     """Sends confirmed copies of tasks into the delay levels."""
 
-    def __init__(self, channel: AbstractChannel, names: Names, queue_type: QueueType) -> None:
+    def __init__(
+        self,
+        channel: AbstractChannel,
+        names: Names,
+        queue_type: QueueType,
+        restored: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._channel = channel
+        self._restored = restored  # a robust channel's ``ready``: it reopens when closed
         self._names = names
         self._delays = DelayDeclarer(channel, names, queue_type)
         self._levels: AbstractExchange | None = None
@@ -61,10 +75,27 @@ class Later:
         return True
 
     async def _publish(self, copy: aio_pika.Message, hold: int, plan_key: str) -> None:
-        await self._delays.declare(RetryPlan.from_key(plan_key))
+        await self._declared(RetryPlan.from_key(plan_key))
         if self._levels is None:
             self._levels = await self._channel.get_exchange(
                 self._names.delay_exchange, ensure=False
             )
         key = delay_key(hold, plan_key)
         await self._levels.publish(copy, key, mandatory=True, timeout=CONFIRM_TIMEOUT_SECONDS)
+
+    async def _declared(self, plan: RetryPlan) -> None:
+        """Declare the levels of ``plan``; again on the reopened channel when the broker
+        closed it under the declaration (nothing is published yet: a second try doubles
+        nothing). RabbitMQ 3.10 refuses a declaration of a durable queue another channel is
+        declaring at that moment (NOT_FOUND, its "home node ... down or inaccessible")."""
+        for tries_left in reversed(range(DECLARE_TRIES)):
+            try:
+                await self._delays.declare(plan)
+            except BROKER_TROUBLE:
+                if not tries_left or self._restored is None:
+                    raise
+                self._delays.forget()
+            else:
+                return
+            await asyncio.wait_for(self._restored(), REOPEN_WAIT_SECONDS)
+            await asyncio.sleep(DECLARE_RETRY_SECONDS)  # ready() can return before the reopen
