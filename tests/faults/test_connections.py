@@ -23,13 +23,17 @@ def pids_of(scenario: FaultScenario, run_ids: list[str]) -> set[int]:
 async def later_tasks_complete_on(
     scenario: FaultScenario, workers: list[Proc], timeout: float = 60
 ) -> None:
-    """20 tasks published now complete, run by ``workers``, which are all still alive."""
+    """20 tasks published now succeed, none fails, run by ``workers``, all still alive. One
+    may run twice when the broker closed a connection under it (RabbitMQ 4.3.6 closed some
+    with INTERNAL_ERROR right after a thaw): a redelivery, or a publish sent again, which
+    ``check`` asserts the ledger explains."""
     later = [ledger_envelope("ok") for _ in range(20)]
     await scenario.publish((env, "ok") for env in later)
     report = await scenario.check(timeout)
     assert all(w.alive() for w in workers)
     assert pids_of(scenario, [env.run_id for env in later]) <= {w.pid for w in workers}
-    assert {report.runs[env.run_id].fate for env in later} == {Fate.COMPLETED}
+    runs = [report.runs[env.run_id] for env in later]
+    assert all(run.successes >= 1 and not run.records for run in runs), report.table()
 
 
 async def test_workers_reconnect_after_the_broker_closes_every_connection(
