@@ -33,7 +33,9 @@ class WorkerSettings(CronSettings):
         description="The broker's consumer_timeout; every task timeout must stay below it.",
     )
     shutdown_grace_seconds: float = Field(
-        30.0, ge=0, description="On SIGTERM, how long running attempts may finish."
+        30.0,
+        ge=0,
+        description="On SIGTERM, how long running attempts may finish (0: as long as they take).",
     )
     lock_lease_seconds: float = Field(
         20.0,
