@@ -3,6 +3,7 @@ sends it again (the broker may have dropped it) and says which run may run twice
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aio_pika
@@ -12,6 +13,7 @@ import structlog
 from tests.conftest import plan
 from tests.failed_records import ids_in, put_failed
 from tests.namespace import TestBroker
+from warren_cron.broker.held import BATCH
 from warren_cron.failed.replay import Replayer, ReplayOptions
 from warren_cron.failed.select import RecordFilter
 from warren_cron.ops.failed import summary
@@ -72,3 +74,18 @@ async def test_a_replay_with_every_confirm_sends_nothing_again(broker: TestBroke
     in_main = await ids_in(broker, broker.names.main_queue)
     assert sorted(in_main) == sorted(env.run_id for env in envs)
     assert "sent again" not in summary(tally, "replay")
+
+
+async def test_two_replays_racing_on_one_failed_queue_move_each_record_once(
+    broker: TestBroker,
+) -> None:
+    """Two operators replay the same failed queue at once: every record is moved by one of
+    them, none twice and none left behind, and their summaries add up to the queue."""
+    # More than one consumer's prefetch (``held.BATCH``): each replay holds part of the queue.
+    envs = await put_failed(broker, 3 * BATCH)
+    first, second = await asyncio.gather(replayer(broker).run(), replayer(broker).run())
+    assert first.moved + second.moved == len(envs)
+    assert first.errors == second.errors == []
+    in_main = await ids_in(broker, broker.names.main_queue)
+    assert sorted(in_main) == sorted(env.run_id for env in envs)
+    assert await ids_in(broker, broker.names.failed_queue) == []
