@@ -192,11 +192,16 @@ async def read_body(response: aiohttp.ClientResponse, keep: int) -> bytes:
     return kept
 
 
+def names_type(headers: dict[str, str]) -> bool:
+    """True when ``headers`` hold a Content-Type (the one we add first: it is the usual one)."""
+    return "Content-Type" in headers or any(name.lower() == "content-type" for name in headers)
+
+
 def auto_skipped(headers: dict[str, str], body: bytes | None) -> tuple[str, ...] | None:
     """The headers aiohttp must not add: Content-Type is what the payload says, so none is
-    added for a body sent without one. Skipping costs aiohttp a header table per request
-    (7 µs), so a request that names its type, or has no body, asks it only then."""
-    if body is None or any(name.lower() == "content-type" for name in headers):
+    added for a body sent without one. Skipping costs aiohttp a header table per request,
+    so only a request with a body and no type asks for it."""
+    if body is None or names_type(headers):
         return None
     return NO_CONTENT_TYPE
 
@@ -264,7 +269,7 @@ class HttpHandler:
     ) -> dict[str, str]:
         """The headers sent: the payload's (secrets resolved), X-Cron-*, the signature."""
         headers = {name: self._value(v, f"header {name!r}") for name, v in request.headers.items()}
-        if request.json_body is not None and not any(n.lower() == "content-type" for n in headers):
+        if request.json_body is not None and not names_type(headers):
             headers.update(JSON_TYPE)
         headers.update(cron_headers(ctx))
         # The attempt's span is the endpoint's parent (docs/tracing.md); empty with tracing off.

@@ -241,7 +241,7 @@ class PrivateBroker:
         if self.is_running():
             self.kill()
         shutil.rmtree(self.base / "mnesia", ignore_errors=True)
-        self._vhost_down_since, self._vhost_revivals = None, 0
+        self._vhost_seen_up()
         self.start()
 
     def kill(self) -> None:
@@ -318,11 +318,15 @@ class PrivateBroker:
         """Stop the node whatever state it is in and delete its files."""
         if self.is_running():
             self.thaw()
-            try:
-                self.stop()
-            except (BrokerNodeError, subprocess.TimeoutExpired):
-                self.kill()
+            self._halt()
         shutil.rmtree(self.base, ignore_errors=True)
+
+    def _halt(self) -> None:
+        # A clean stop, or kill -9 when the node does not answer it.
+        try:
+            self.stop()
+        except (BrokerNodeError, subprocess.TimeoutExpired):
+            self.kill()
 
     def _signal(self, sig: signal.Signals) -> None:
         pid = self.beam_pid()
@@ -354,7 +358,7 @@ class PrivateBroker:
         # A login says the default vhost runs without another Erlang VM for rabbitmqctl; only
         # a vhost that keeps refusing it is asked about (and restarted if recovery failed).
         if logs_in(self.url):
-            self._vhost_down_since, self._vhost_revivals = None, 0
+            self._vhost_seen_up()
             return True
         with contextlib.suppress(BrokerNodeError, subprocess.TimeoutExpired):
             self._vhost_up()
@@ -367,7 +371,7 @@ class PrivateBroker:
         seconds after it was first seen down is restarted, as an operator would."""
         alive = self.call('rabbit_vhost_sup_sup:is_vhost_alive(<<"/">>).', timeout=15)
         if alive.strip().endswith("true"):
-            self._vhost_down_since, self._vhost_revivals = None, 0
+            self._vhost_seen_up()
             return True
         now = time.monotonic()
         if self._vhost_down_since is None:
@@ -377,13 +381,16 @@ class PrivateBroker:
             self._vhost_down_since = time.monotonic()
         return False
 
+    def _vhost_seen_up(self) -> None:
+        self._vhost_down_since, self._vhost_revivals = None, 0
+
     def _revive_vhost(self) -> None:
         # First as an operator would, restart_vhost; when that did not bring it back (RabbitMQ
         # 4.3.6, after a clean restart in CI), the node itself, its data kept; and so on.
         if self._vhost_revivals % 2 == 0:
             self.ctl("restart_vhost", "/", timeout=60)
         else:
-            self.stop()
+            self._halt()
             self._spawn()
         self._vhost_revivals += 1
 
