@@ -190,10 +190,11 @@ class Term:
         if gained := [p for p in self.leases.take_gained() if p not in self.held]:
             taken = await self.marks.take(gained, self.owner.clock())
             self.held.update(gained)
-            take_in(heap, self.runtime.running(), self.marks, taken, self.pauses.resumed)
+            running = list(self.runtime.running())  # a change meanwhile comes after it
+            await take_in(heap, running, self.marks, taken, self.pauses.resumed)
             self._show()
         if giving := [p for p in self.leases.take_giving() if p in self.held]:
-            let_go(heap, self.runtime.running(), giving, self.count)
+            await let_go(heap, list(self.runtime.running()), giving, self.count)
             self.held.difference_update(giving)
             await self.marks.give_up(giving)  # a partition won this turn: its own watermark
             await self.leases.give_up(giving)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +30,7 @@ from warren_cron.declare import queue_arguments
 from warren_cron.envelope import Envelope
 from warren_cron.scheduler.service import Scheduler
 from warren_cron.schedules.load import load_schedules
-from warren_cron.schedules.timing import cron_timing
+from warren_cron.schedules.timing import CronTiming, cron_timing
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -67,6 +68,29 @@ def test_schedules_sharing_a_cron_expression_share_one_timing_and_its_answers() 
     answers = [shared.next_after(T0), shared.next_after(T0 + timedelta(hours=7))]
     answers.append(shared.next_after(T0))
     assert answers == [T0 + timedelta(hours=6), T0 + timedelta(hours=12), T0 + timedelta(hours=6)]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/New_York"])
+@pytest.mark.parametrize(
+    "expression", ["30 2 * * *", "0 */6 * * *", "*/20 * * * *", "15 1 * * 0", "0 0 29 2 *"]
+)
+def test_a_shared_timing_answers_as_a_fresh_one_across_dst(expression: str, zone: str) -> None:
+    """Questions from many schedules (each owed from its own moment, as when a partition is
+    taken over) get the answer a timing asked once gives, across DST changes too."""
+    shared = cron_timing(expression, zone)
+    randomly = random.Random(f"{expression} {zone}")  # noqa: S311 - a repeatable sample
+    starts = (datetime(2024, 3, 9, tzinfo=UTC), datetime(2024, 10, 26, tzinfo=UTC))
+    moments = sorted(
+        start + timedelta(seconds=randomly.uniform(0, 4 * 86_400))
+        for start in starts
+        for _ in range(60)
+    )
+    moments += moments[::7]  # and some asked again, earlier than the last question
+    for moment in moments:
+        answer = shared.next_after(moment)
+        assert answer == CronTiming(expression, zone).next_after(moment)
+        if answer is not None:  # the fire loop asks next at the fire it got
+            assert shared.next_after(answer) == CronTiming(expression, zone).next_after(answer)
 
 
 def envelopes(count: int, prefix: str = "e") -> list[Envelope]:

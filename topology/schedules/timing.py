@@ -112,7 +112,7 @@ class CronTiming:
         self.expression = expression
         self.zone = load_zone(zone)
         self.by_the_clock = fields[0].startswith("*") or fields[1].startswith("*")
-        #: The last question and its answer: schedules sharing this timing ask it in turn.
+        #: The last question and its answer: schedules sharing this timing ask in turn.
         self._last: tuple[datetime, datetime | None] | None = None
 
     def describe(self) -> str:
@@ -122,7 +122,10 @@ class CronTiming:
     def next_after(self, moment: datetime) -> datetime | None:
         """The first fire strictly after ``moment``, with the DST rules of the module doc."""
         last = self._last
-        if last is not None and last[0] == moment:
+        # The answer holds for every moment from the last question's up to it (no fire lies
+        # between them): schedules sharing the timing but owed from different moments, as a
+        # partition taken over asks for each, are answered without croniter.
+        if last is not None and last[0] <= moment and (last[1] is None or moment < last[1]):
             return last[1]
         answer = self._next_after(moment)
         self._last = (moment, answer)
