@@ -4,16 +4,11 @@ it had, and a compact schedule fires as the spec it holds."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import replace
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 from warren_cron.clock import utc_text
 from warren_cron.runtime.settings import CronSettings
 from warren_cron.scheduler.firing import FireHeap
-from warren_cron.scheduler.marks import TAKE_CHUNK, let_go, take_in
-from warren_cron.scheduler.shares import partition_of
 from warren_cron.schedules.load import ScheduleSet, parse_schedules
 from warren_cron.schedules.schedule import Schedule
 
@@ -85,35 +80,3 @@ def test_a_changed_jitter_fires_once_at_its_new_delay() -> None:
     assert heap.next_time() == due
     got = [heap.pop_due(at(second)).publish for second in range(60, 61 + 20)]
     assert sum(len(publish) for publish in got) == 1
-
-
-async def test_partitions_moved_in_and_out_keep_the_event_loop_turning() -> None:
-    """Taking a partition's schedules in from its watermark, and letting them go, gives the
-    event loop a turn every TAKE_CHUNK schedules (300,000 at once held it for seconds, past
-    the beats and the leases' probes); the partition's schedules then fire from the
-    watermark, and once let go, not at all."""
-    kinds = [made("k", f'every = "{n + 2}s"') for n in range(7)]
-    schedules = [replace(kinds[n % 7], name=f"s{n}") for n in range(3 * TAKE_CHUNK)]
-    mine = [s for s in schedules if partition_of(s.name, 2) == 1]
-    heap = FireHeap(ScheduleSet("t", ()), START)
-    turns = 0
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    counting = asyncio.ensure_future(count_turns())
-    await asyncio.sleep(0)
-    marks = SimpleNamespace(count=2)
-    await take_in(heap, schedules, marks, {1: at(3)}, {})  # type: ignore[arg-type]
-    taken_turns = turns
-    assert taken_turns >= 2
-    assert {s.name for _, s in heap.pop_due(at(5)).publish} == {
-        s.name for s in mine if (s.next_fire(at(3)) or at(59)) <= at(5)
-    }
-    await let_go(heap, schedules, {1}, 2)
-    counting.cancel()
-    assert turns >= taken_turns + 2
-    assert not heap.pop_due(at(59)).publish
