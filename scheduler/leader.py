@@ -15,18 +15,21 @@ queues of a node it sees down until that node is back, so a leader lock on a kil
 blocked every takeover. A quorum queue's consumer on a node seen down is dropped (its place
 goes to the next consumer) by the queue's majority; a probe then settles who leads.
 
-Probes of others reach the leader and are dropped (auto-ack); a probe sent while no consumer
-is active waits in the queue, at most ``PROBES_KEPT`` of them. A leader that stops (SIGTERM)
-releases the lock at once: once its fire loop has ended it cancels its consumer, so the queue
-makes a standby active, and publishes a *release* note that this standby receives and answers
-with a probe of its own: it leads within a round trip instead of at its next probe. The
-connection is a plain one (``topology.broker.exclusive``): a lost connection ends the
-leadership, always.
+Probes of others reach the leader, which holds the newest of each session unacked for up to
+``HOLD_SECONDS``: when its connection dies, the queue gives them back to the consumer it
+makes active next, which finds its own among them and leads at once, not at its next probe
+(``CRON_LEADER_RETRY_SECONDS`` apart). A probe sent while no consumer is active waits in the
+queue, at most ``PROBES_KEPT`` of them. A leader that stops (SIGTERM) releases the lock at
+once: once its fire loop has ended it cancels its consumer, so the queue makes a standby
+active, gives the probes it held back, and publishes a *release* note that a standby whose
+probe it did not hold answers with a probe. The connection is a plain one
+(``topology.broker.exclusive``): a lost connection ends the leadership, always.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -36,12 +39,7 @@ from typing import Any
 import aio_pika
 import orjson
 import structlog
-from aio_pika.abc import (
-    AbstractChannel,
-    AbstractConnection,
-    AbstractIncomingMessage,
-    AbstractQueue,
-)
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 from aiormq.exceptions import ChannelLockedResource
 
 from warren_cron.broker.connect import open_channel
@@ -53,6 +51,11 @@ from warren_cron.scheduler.settings import SchedulerSettings
 log = structlog.get_logger("scheduler")
 #: Probes kept while no consumer is active (the oldest go first): a handful per standby.
 PROBES_KEPT = 100
+#: How long the leader holds another session's newest probe unacked, at most (and at most a
+#: quarter lease): well under any broker's ``consumer_timeout`` (a few seconds on the fault
+#: suite's nodes; RabbitMQ 4 cancels a quorum queue's consumer that holds one longer), and
+#: most of the default 3 s between two probes of a standby.
+HOLD_SECONDS = 2.0
 #: What a probe's publish may end with: broker trouble, or no confirm within a lease.
 PROBE_ERRORS: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, TimeoutError)
 #: The lock queue's arguments: one active consumer, decided by a Raft majority.
@@ -104,6 +107,8 @@ class LeaderLock:
         self._channel: AbstractChannel | None = None
         self._consumer: tuple[AbstractQueue, str] | None = None
         self._probes: set[asyncio.Task[None]] = set()
+        #: The newest probe of each other session, unacked (``HOLD_SECONDS`` at most).
+        self._held: dict[str, AbstractIncomingMessage] = {}
 
     async def open(self) -> bool:
         """Declare the queue and consume it; False while an older scheduler's exclusive queue
@@ -114,7 +119,7 @@ class LeaderLock:
             queue = await channel.declare_queue(self.queue, durable=True, arguments=LOCK_ARGUMENTS)
         except ChannelLockedResource:
             return False
-        self._consumer = (queue, await queue.consume(self._on_message, no_ack=True))
+        self._consumer = (queue, await queue.consume(self._on_message))
         self._channel = channel
         channel.close_callbacks.add(lambda *_: self.lost.set())
         return True
@@ -167,7 +172,8 @@ class LeaderLock:
 
     async def release(self) -> None:
         """Hand the lock on now (the fire loop must have ended): stop consuming, so the queue
-        makes the next consumer active, and tell it with a release note, so it probes at once.
+        makes the next consumer active, give back the probes held, so it proves itself with
+        its own, and tell it with a release note, so it probes at once if none was its own.
         Broker trouble only leaves the standby to its next probe."""
         if self._consumer is None or self._channel is None or self._channel.is_closed:
             return
@@ -175,11 +181,17 @@ class LeaderLock:
         self._lease_until = 0.0
         try:
             await asyncio.wait_for(queue.cancel(tag), self.lease)
+            await self._give_back()
             await self._send({"released": True})
         except PROBE_ERRORS as error:
             log.debug("leader release not confirmed", error=repr(error))
             return
         log.info("leadership released", queue=self.queue)
+
+    async def _give_back(self) -> None:
+        held, self._held = self._held, {}
+        for message in held.values():
+            await message.nack(requeue=True)
 
     async def close(self) -> None:
         """Stop probing (the connection's close ends the consumer)."""
@@ -193,7 +205,7 @@ class LeaderLock:
         queue, _ = self._consumer
         self._sent.clear()
         self._lease_until = 0.0
-        self._consumer = (queue, await queue.consume(self._on_message, no_ack=True))
+        self._consumer = (queue, await queue.consume(self._on_message))
 
     async def _publish(self, seq: int) -> None:
         if self._channel is None or self._channel.is_closed:
@@ -217,16 +229,46 @@ class LeaderLock:
         )
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        note = _note(message.body)
         try:
-            probe = orjson.loads(message.body)
-            session = probe["session"]
-            if probe.get("released"):
-                if session != self._session:
-                    self.probe()  # the leader stepped down and made this one active: prove it
-                return
-            seq = int(probe["seq"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-            return  # not a probe: dropped
+            if note is not None and self._another_probe(note):
+                await self._hold(note["session"], message)
+            else:
+                await message.ack()
+        except BROKER_TROUBLE:
+            return  # the channel is gone: what it held goes back to the queue
+        if note is not None:
+            self._read(note)
+
+    def _another_probe(self, note: dict[str, Any]) -> bool:
+        # At most PROBES_KEPT sessions' probes held: one per scheduler is all it takes.
+        session = note["session"]
+        room = len(self._held) < PROBES_KEPT or session in self._held
+        return room and session != self._session and not note.get("released")
+
+    async def _hold(self, session: str, message: AbstractIncomingMessage) -> None:
+        """Keep ``message``, a probe of another session, unacked in place of its last one."""
+        previous, self._held[session] = self._held.get(session), message
+        task = asyncio.create_task(self._let_go(session, message))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+        if previous is not None:
+            await previous.ack()
+
+    async def _let_go(self, session: str, message: AbstractIncomingMessage) -> None:
+        await asyncio.sleep(min(HOLD_SECONDS, self.lease / 4))
+        if self._held.get(session) is message:
+            del self._held[session]
+            with contextlib.suppress(*BROKER_TROUBLE):
+                await message.ack()
+
+    def _read(self, note: dict[str, Any]) -> None:
+        session = note["session"]
+        if note.get("released"):
+            if session != self._session:
+                self.probe()  # the leader stepped down and made this one active: prove it
+            return
+        seq = note.get("seq")
         if session != self._session or seq not in self._sent:
             return  # another scheduler's probe: this one is the active consumer, nothing more
         sent = self._sent[seq]
@@ -234,6 +276,20 @@ class LeaderLock:
             del self._sent[older]
         self._lease_until = max(self._lease_until, sent + self.lease)
         self._proved.set()
+
+
+def _note(body: bytes) -> dict[str, Any] | None:
+    """A probe or release note of the lock queue; None for anything else (dropped)."""
+    try:
+        note = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(note, dict) or not isinstance(note.get("session"), str):
+        return None
+    seq = note.get("seq")
+    if not note.get("released") and (not isinstance(seq, int) or isinstance(seq, bool)):
+        return None
+    return note
 
 
 async def first_of(*events: asyncio.Event, seconds: float | None) -> None:
