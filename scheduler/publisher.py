@@ -45,6 +45,8 @@ WINDOW = 1000
 #: arguments is retried too, as an operator may be deleting it to change its type.
 PUBLISH_ERRORS: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, TopologyError)
 Fire = tuple[datetime, Schedule]
+#: A chunk of fires, each one's outcome (None: confirmed), and when the confirms were in.
+Settled = tuple[Sequence[Fire], list[BaseException | None], datetime]
 
 
 async def wait_for_event(event: asyncio.Event, seconds: float | None) -> bool:
@@ -121,6 +123,7 @@ class FirePublisher:
         # Up to WINDOW fires in flight: the oldest chunk's confirms are awaited before more go.
         failed: list[Fire] = []
         pending: deque[tuple[Sequence[Fire], Sent, float]] = deque()
+        settled: list[Settled] = []
         for start in range(0, len(fires), CHUNK):
             chunk = fires[start : start + CHUNK]
             try:
@@ -131,9 +134,14 @@ class FirePublisher:
                 continue
             pending.append((chunk, sent, time.monotonic() + CONFIRM_TIMEOUT_SECONDS))
             if len(pending) * CHUNK >= WINDOW:
-                failed += await self._await_confirms(*pending.popleft(), tries)
+                settled.append(await _settled(*pending.popleft()))
         while pending:
-            failed += await self._await_confirms(*pending.popleft(), tries)
+            settled.append(await _settled(*pending.popleft()))
+        # Told once every confirm is in: logging and recording 1,000 fires holds the loop
+        # for some 25 ms, which would hold the next chunks' confirms unread (and their
+        # fires later than the broker made them) and the chunks after them unsent.
+        for chunk, outcomes, confirmed_at in settled:
+            failed += self._tell(chunk, outcomes, confirmed_at, tries)
         return failed
 
     async def _ready(self, fires: Sequence[Fire]) -> AbstractChannel:
@@ -149,11 +157,13 @@ class FirePublisher:
         exchange = self._names.tasks_exchange
         return await publish_batch(channel, [fire_message(s, f, exchange) for f, s in chunk])
 
-    async def _await_confirms(
-        self, chunk: Sequence[Fire], sent: Sent, deadline: float, tries: Mapping[str, int]
+    def _tell(
+        self,
+        chunk: Sequence[Fire],
+        outcomes: list[BaseException | None],
+        confirmed_at: datetime,
+        tries: Mapping[str, int],
     ) -> list[Fire]:
-        outcomes = await sent.confirmed(deadline)
-        confirmed_at = utcnow()  # one moment per chunk: its spelling is cached
         failed = []
         for fire, error in zip(chunk, outcomes, strict=True):
             if error is None:
@@ -164,7 +174,7 @@ class FirePublisher:
         return failed
 
     def _published(self, fire: datetime, schedule: Schedule, confirmed_at: datetime) -> None:
-        late = time.time() - fire.timestamp()
+        late = (confirmed_at - fire).total_seconds()  # how late the broker had it
         counter = self._counters.get(schedule.name)
         if counter is None:
             counter = self._counters[schedule.name] = FIRES.labels(schedule=schedule.name)
@@ -200,3 +210,8 @@ class FirePublisher:
     def _check_connection(self) -> None:
         if self._connection.is_closed:
             raise LeadershipLost("the leader's connection closed")
+
+
+async def _settled(chunk: Sequence[Fire], sent: Sent, deadline: float) -> Settled:
+    # One moment per chunk: its spelling is cached.
+    return chunk, await sent.confirmed(deadline), utcnow()
