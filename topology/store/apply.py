@@ -69,7 +69,8 @@ class Options:
 async def plan_apply(
     specs: Iterable[ScheduleSpec], entries: dict[str, Entry], options: Options
 ) -> Plan:
-    """The steps that make the store hold ``specs``; conflicts listed, nothing decided. The
+    """The steps that make the store hold ``specs``; conflicts listed, nothing decided;
+    ``entries``: the store's, copied (the plan reads them across turns of the loop). The
     event loop runs every ``PLAN_CHUNK`` specs (a lazy ``specs`` is decoded as it goes):
     a leader that planned a file of 1,000,000 at once held its loop for 20 s, lost its
     lease and its connection (heartbeats unanswered), and planned again, for ever."""
@@ -87,9 +88,10 @@ async def plan_apply(
 async def _pruned(entries: dict[str, Entry], named: set[str], manager: str) -> list[Step]:
     """Archive steps, by name, for ``manager``'s active schedules not ``named``. Looked for
     among every entry, ``PLAN_CHUNK`` between two turns of the loop: with a million runtime
-    schedules in the store, sorting them all held it for a second and a half."""
+    schedules in the store, sorting them all held it for a second and a half (and a list of
+    them made first took a second more, in garbage collections)."""
     gone: list[Step] = []
-    for index, (name, entry) in enumerate(list(entries.items()), 1):
+    for index, (name, entry) in enumerate(entries.items(), 1):
         if entry.manager == manager and entry.status == "active" and name not in named:
             gone.append(Step("archive", name, entry.version))
         if index % PLAN_CHUNK == 0:
