@@ -120,6 +120,36 @@ async def test_a_held_probe_is_let_go_after_hold_seconds(
         await channel.queue_delete(broker.names.leader_queue)
 
 
+async def test_junk_and_probes_of_many_sessions_in_the_lock_queue_hold_little(
+    broker: TestBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anything published into the lock queue by another client: what is no probe is acked
+    and dropped, probes of more sessions than ``PROBES_KEPT`` are not all held, and the
+    leader goes on proving its lease with its own probes."""
+    monkeypatch.setattr(warren_cron.scheduler.leader, "PROBES_KEPT", 3)
+    monkeypatch.setattr(warren_cron.scheduler.leader, "HOLD_SECONDS", 60.0)  # counted, not let go
+    connection = await aio_pika.connect(broker.url)
+    try:
+        leader = LeaderLock(connection, broker.names, lease=30.0)
+        assert await leader.open() and await leader.acquire(0.5, asyncio.Event())
+        channel = await broker.connection.channel()
+        notes = [b"not json", b"[1]", b'{"session": 5}', b'{"session": "x", "seq": true}']
+        notes += [b'{"session": "s%d", "seq": 1}' % n for n in range(10)]
+        for body in notes:
+            await channel.default_exchange.publish(aio_pika.Message(body), leader.queue)
+        await eventually(lambda: len(leader._held) == 3, 10, what="three sessions held")
+        proved = leader._lease_until
+        leader.probe()
+        await eventually(lambda: leader._lease_until > proved, 10, what="its own probe back")
+        assert len(leader._held) == 3 and leader.holds()
+        queue = await channel.declare_queue(leader.queue, passive=True)
+        assert queue.declaration_result.message_count == 0  # none left unread
+    finally:
+        await connection.close()
+        channel = await broker.connection.channel()
+        await channel.queue_delete(broker.names.leader_queue)
+
+
 async def test_a_leader_whose_probes_stop_coming_back_steps_down_within_its_lease(
     broker: TestBroker, schedulers: Schedulers, tmp_path: Path
 ) -> None:
