@@ -4,6 +4,8 @@ lease that ends a leader whose probes stop coming back, and an older scheduler's
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import aio_pika
@@ -73,51 +75,59 @@ async def test_of_five_locks_racing_on_a_new_queue_exactly_one_holds(broker: Tes
         await channel.queue_delete(broker.names.leader_queue)
 
 
-async def test_a_standby_leads_on_the_probe_the_dead_leader_held(broker: TestBroker) -> None:
-    """The leader holds the standby's newest probe unacked: when the leader's connection
-    closes (a kill -9 closes its socket), the queue gives the probe back to the standby it
-    makes active, which leads on it at once, without another probe; probing once a minute,
-    it waited up to that minute."""
-    connections = [await aio_pika.connect(broker.url) for _ in range(2)]
-    try:
-        leader, standby = (LeaderLock(c, broker.names, lease=30.0) for c in connections)
-        assert await leader.open() and await standby.open()
-        never = asyncio.Event()
-        assert await leader.acquire(0.5, never)
-        waiting = asyncio.create_task(standby.acquire(60.0, never))
-        await eventually(lambda: standby._session in leader._held, 10, what="the probe held")
-        sent = standby._seq
-        await connections[0].close()
-        assert await asyncio.wait_for(waiting, 20) and standby.holds()
-        assert standby._seq == sent
-    finally:
-        for connection in connections:
-            await connection.close()
-        channel = await broker.connection.channel()
-        await channel.queue_delete(broker.names.leader_queue)
+@dataclass
+class TwoLocks:
+    """A leader holding the lock queue and a second lock opened beside it, each on a
+    connection of its own."""
+
+    connections: Sequence[aio_pika.abc.AbstractConnection]
+    leader: LeaderLock
+    other: LeaderLock
 
 
-async def test_a_held_probe_is_let_go_after_hold_seconds(
-    broker: TestBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A probe is held for ``HOLD_SECONDS`` at most, then acked: a broker cancels a consumer
-    (RabbitMQ 4) or closes its channel (3.x) that holds a delivery past its consumer timeout,
-    which would end the leadership; the leader leads on."""
-    monkeypatch.setattr(warren_cron.scheduler.leader, "HOLD_SECONDS", 0.2)
+@pytest.fixture
+async def two_locks(broker: TestBroker) -> AsyncIterator[TwoLocks]:
+    """Two locks of lease 30 s, the first leading; connections closed and the queue deleted
+    after."""
     connections = [await aio_pika.connect(broker.url) for _ in range(2)]
     try:
         leader, other = (LeaderLock(c, broker.names, lease=30.0) for c in connections)
         assert await leader.open() and await other.open()
         assert await leader.acquire(0.5, asyncio.Event())
-        other.probe()
-        await eventually(lambda: other._session in leader._held, 10, what="the probe held")
-        await eventually(lambda: not leader._held, 10, what="the probe let go")
-        assert leader.holds() and not leader.lost.is_set()
+        yield TwoLocks(connections, leader, other)
     finally:
         for connection in connections:
             await connection.close()
         channel = await broker.connection.channel()
         await channel.queue_delete(broker.names.leader_queue)
+
+
+async def test_a_standby_leads_on_the_probe_the_dead_leader_held(two_locks: TwoLocks) -> None:
+    """The leader holds the standby's newest probe unacked: when the leader's connection
+    closes (a kill -9 closes its socket), the queue gives the probe back to the standby it
+    makes active, which leads on it at once, without another probe; probing once a minute,
+    it waited up to that minute."""
+    leader, standby = two_locks.leader, two_locks.other
+    waiting = asyncio.create_task(standby.acquire(60.0, asyncio.Event()))
+    await eventually(lambda: standby._session in leader._held, 10, what="the probe held")
+    sent = standby._seq
+    await two_locks.connections[0].close()
+    assert await asyncio.wait_for(waiting, 20) and standby.holds()
+    assert standby._seq == sent
+
+
+async def test_a_held_probe_is_let_go_after_hold_seconds(
+    two_locks: TwoLocks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe is held for ``HOLD_SECONDS`` at most, then acked: a broker cancels a consumer
+    (RabbitMQ 4) or closes its channel (3.x) that holds a delivery past its consumer timeout,
+    which would end the leadership; the leader leads on."""
+    monkeypatch.setattr(warren_cron.scheduler.leader, "HOLD_SECONDS", 0.2)
+    leader, other = two_locks.leader, two_locks.other
+    other.probe()
+    await eventually(lambda: other._session in leader._held, 10, what="the probe held")
+    await eventually(lambda: not leader._held, 10, what="the probe let go")
+    assert leader.holds() and not leader.lost.is_set()
 
 
 async def test_junk_and_probes_of_many_sessions_in_the_lock_queue_hold_little(
